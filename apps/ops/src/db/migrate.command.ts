@@ -1,0 +1,63 @@
+import { ConfigService } from '@nestjs/config';
+import { Command, CommandRunner, Option } from 'nest-commander';
+import { DatabaseName, migrate, migrationSets } from '@app/migrations';
+import { CliError, ExitCode } from '../cli-error';
+import { OpsConfig } from '../config';
+
+const urls: Record<DatabaseName, keyof OpsConfig> = {
+  orders: 'ORDERS_DATABASE_URL',
+  fulfillment: 'FULFILLMENT_DATABASE_URL',
+};
+
+interface MigrateOptions {
+  database: DatabaseName | 'all';
+  json?: boolean;
+}
+
+@Command({ name: 'db:migrate', description: 'Apply pending migrations to the orders and fulfillment databases' })
+export class MigrateCommand extends CommandRunner {
+  constructor(private readonly config: ConfigService<OpsConfig, true>) {
+    super();
+  }
+
+  async run(_: string[], options: MigrateOptions): Promise<void> {
+    const databases = options.database === 'all' ? (Object.keys(migrationSets) as DatabaseName[]) : [options.database];
+    const report: Record<string, string[]> = {};
+    for (const database of databases) {
+      const url = this.config.get(urls[database]) as string;
+      try {
+        report[database] = await migrate(database, url);
+      } catch (error) {
+        throw new CliError(`migrating ${database} (${redact(url)}) failed: ${(error as Error).message}`);
+      }
+    }
+    if (options.json) {
+      process.stdout.write(`${JSON.stringify(report)}\n`);
+      return;
+    }
+    for (const [database, applied] of Object.entries(report)) {
+      process.stdout.write(`${database}: ${applied.length ? `applied ${applied.join(', ')}` : 'up to date'}\n`);
+    }
+  }
+
+  @Option({
+    flags: '-d, --database <name>',
+    description: 'orders, fulfillment or all',
+    defaultValue: 'all',
+  })
+  parseDatabase(value: string): string {
+    if (value !== 'all' && !(value in migrationSets)) {
+      throw new CliError(`--database must be one of all, ${Object.keys(migrationSets).join(', ')}`, ExitCode.usage);
+    }
+    return value;
+  }
+
+  @Option({ flags: '--json', description: 'print the applied migrations as JSON' })
+  parseJson(): boolean {
+    return true;
+  }
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
+}

@@ -1,0 +1,31 @@
+/** Unit specs sit beside the code; end-to-end suites under test/ talk to real PostgreSQL and Kafka. */
+const moduleNameMapper = {
+  '^@app/(platform|contracts|migrations)(|/.*)$': '<rootDir>/libs/$1/src$2',
+};
+const transform = { '^.+\\.ts$': ['ts-jest', {}] };
+
+module.exports = {
+  projects: [
+    {
+      displayName: 'unit',
+      rootDir: __dirname,
+      roots: ['<rootDir>/apps', '<rootDir>/libs'],
+      testRegex: '\\.spec\\.ts$',
+      testEnvironment: 'node',
+      moduleNameMapper,
+      transform,
+    },
+    {
+      displayName: 'e2e',
+      rootDir: __dirname,
+      roots: ['<rootDir>/test'],
+      testRegex: '\\.e2e-spec\\.ts$',
+      testEnvironment: 'node',
+      moduleNameMapper,
+      transform,
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      setupFiles: ['<rootDir>/test/support/test-env.ts'],
+      setupFilesAfterEnv: ['<rootDir>/test/support/timeouts.ts'],
+    },
+  ],
+};

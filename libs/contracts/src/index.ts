@@ -1,0 +1,3 @@
+export * from './headers';
+export * from './order-events';
+export * from './topics';

@@ -1,0 +1,28 @@
+import { DataSource } from 'typeorm';
+import { postgresOptions } from '@app/platform';
+import { CreateOrders1764720000000 } from './orders/1764720000000-create-orders';
+import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
+
+/** Each database owns its migrations; the order of each list is the order they apply in. */
+export const migrationSets = {
+  orders: [CreateOrders1764720000000],
+  fulfillment: [CreateShipments1764720000000],
+} as const;
+
+export type DatabaseName = keyof typeof migrationSets;
+
+/** Applies the pending migrations of `database` at `url`, each in its own transaction; returns their names. */
+export async function migrate(database: DatabaseName, url: string): Promise<string[]> {
+  const dataSource = new DataSource(
+    postgresOptions({ url, applicationName: `migrate-${database}`, migrations: [...migrationSets[database]], poolSize: 1 }),
+  );
+  await dataSource.initialize();
+  try {
+    // Pool size 1: the advisory lock and the migrations share one session, so racing migrators queue here.
+    await dataSource.query(/* sql */ `SELECT pg_advisory_lock(hashtext('typeorm_migrations'))`);
+    const applied = await dataSource.runMigrations({ transaction: 'each' });
+    return applied.map((migration) => migration.name);
+  } finally {
+    await dataSource.destroy();
+  }
+}

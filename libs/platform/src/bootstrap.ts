@@ -1,0 +1,65 @@
+import { INestApplication, Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { Logger } from 'nestjs-pino';
+import { z } from 'zod';
+import { ConfigError, parseConfig } from './config/parse-config';
+import { ProblemDetailsFilter } from './http/problem-details.filter';
+
+export interface HttpAppOptions<S extends z.ZodType> {
+  name: string;
+  module: Type<unknown>;
+  schema: S;
+  /** Picks the listening address out of the validated config. */
+  listen: (config: z.infer<S>) => { host: string; port: number };
+  /** Adds the app's own OpenAPI details; `/docs` is served for every HTTP app. */
+  describe?: (builder: DocumentBuilder) => DocumentBuilder;
+}
+
+/**
+ * Validates the environment, starts the app with JSON logs, problem+json errors, `/docs` and
+ * graceful shutdown on SIGTERM/SIGINT. A bad config exits 1 with one line naming the variable.
+ */
+export async function runHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>): Promise<INestApplication> {
+  const config = configOrExit(options.name, options.schema);
+  try {
+    return await startHttpApp(options, config);
+  } catch (error) {
+    process.stderr.write(`${options.name}: failed to start: ${(error as Error).message}\n`);
+    process.exit(1);
+  }
+}
+
+async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, config: z.infer<S>) {
+  const app = await NestFactory.create(options.module, { bufferLogs: true, abortOnError: false });
+  configureHttpApp(app, options);
+  const { host, port } = options.listen(config);
+  await app.listen(port, host);
+  app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
+  return app;
+}
+
+/** What every HTTP app (and every in-process test of one) gets: pino logs, problem+json errors, `/docs`, shutdown hooks. */
+export function configureHttpApp(
+  app: INestApplication,
+  options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe'>,
+): INestApplication {
+  app.useLogger(app.get(Logger));
+  app.useGlobalFilters(new ProblemDetailsFilter());
+  app.enableShutdownHooks();
+  const builder = new DocumentBuilder().setTitle(options.name).setVersion('1');
+  const document = SwaggerModule.createDocument(app, (options.describe?.(builder) ?? builder).build());
+  SwaggerModule.setup('docs', app, document);
+  return app;
+}
+
+/** Validates the environment before anything starts; prints one line and exits 1 when it is wrong. */
+export function configOrExit<S extends z.ZodType>(name: string, schema: S): z.infer<S> {
+  try {
+    return parseConfig(schema, process.env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${name}: ${error.message}\n`);
+    process.exit(1);
+  }
+}

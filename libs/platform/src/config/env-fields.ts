@@ -1,0 +1,25 @@
+import { z } from 'zod';
+
+/** Reusable environment fields, so every app spells and validates them the same way. */
+export const envFields = {
+  nodeEnv: z.enum(['development', 'test', 'production']).default('development'),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  host: z.string().min(1).default('127.0.0.1'),
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
+  postgresUrl: (fallback: string) =>
+    z
+      .string()
+      .default(fallback)
+      .refine((value) => /^postgres(ql)?:\/\/[^\s]+$/.test(value) && URL.canParse(value), {
+        message: 'must be a postgres:// URL',
+      }),
+  poolSize: z.coerce.number().int().min(1).max(200).default(10),
+  kafkaBrokers: z
+    .string()
+    .default('127.0.0.1:9092')
+    .transform((value) => value.split(',').map((broker) => broker.trim()).filter(Boolean))
+    .refine((brokers) => brokers.length > 0 && brokers.every((b) => /^[^\s:]+:\d{1,5}$/.test(b)), {
+      message: 'must be a comma-separated list of host:port',
+    }),
+  flag: (fallback: boolean) => z.stringbool().default(fallback),
+};

@@ -1,0 +1,57 @@
+import { z } from 'zod';
+import { envFields } from './env-fields';
+import { ConfigError, parseConfig } from './parse-config';
+
+const schema = z.object({
+  LOG_LEVEL: envFields.logLevel,
+  API_PORT: envFields.port(3000),
+  ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
+  KAFKA_BROKERS: envFields.kafkaBrokers,
+  STRICT: envFields.flag(true),
+});
+
+function problemsOf(env: NodeJS.ProcessEnv): string[] {
+  try {
+    parseConfig(schema, env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig', () => {
+  it('applies the documented defaults to an empty environment', () => {
+    expect(parseConfig(schema, {})).toEqual({
+      LOG_LEVEL: 'info',
+      API_PORT: 3000,
+      ORDERS_DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/orders',
+      KAFKA_BROKERS: ['127.0.0.1:9092'],
+      STRICT: true,
+    });
+  });
+
+  it('coerces numbers, splits broker lists and reads boolean words', () => {
+    const config = parseConfig(schema, { API_PORT: '8080', KAFKA_BROKERS: 'a:9092, b:9093', STRICT: 'false' });
+    expect(config).toMatchObject({ API_PORT: 8080, KAFKA_BROKERS: ['a:9092', 'b:9093'], STRICT: false });
+  });
+
+  it.each([
+    ['API_PORT', 'eighty'],
+    ['API_PORT', '70000'],
+    ['LOG_LEVEL', 'loud'],
+    ['ORDERS_DATABASE_URL', 'mysql://root@localhost/orders'],
+    ['KAFKA_BROKERS', 'no-port-here'],
+    ['STRICT', 'maybe'],
+  ])('rejects %s=%s with a message naming the variable and the value', (variable, value) => {
+    const [problem, ...rest] = problemsOf({ [variable]: value });
+    expect(rest).toEqual([]);
+    expect(problem).toMatch(new RegExp(`^${variable}: .+ \\(got ${JSON.stringify(value)}\\)$`));
+  });
+
+  it('reports every bad variable at once, in one message', () => {
+    const env = { API_PORT: '-1', KAFKA_BROKERS: ',' };
+    expect(problemsOf(env).map((p) => p.split(':')[0]).sort()).toEqual(['API_PORT', 'KAFKA_BROKERS']);
+    expect(() => parseConfig(schema, env)).toThrow(/^Invalid configuration: .*API_PORT.*KAFKA_BROKERS/);
+  });
+});

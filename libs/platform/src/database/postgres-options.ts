@@ -1,0 +1,32 @@
+import type { DataSourceOptions, MixedList, EntitySchema } from 'typeorm';
+
+export interface PostgresOptionsInput {
+  url: string;
+  /** Shown in pg_stat_activity, so an operator can tell which app holds a connection. */
+  applicationName: string;
+  entities?: MixedList<Function | string | EntitySchema>;
+  migrations?: MixedList<Function | string>;
+  poolSize?: number;
+  /** Bound for establishing a connection; a dead server must fail fast, not hang a request. */
+  connectTimeoutMs?: number;
+}
+
+/** TypeORM options for one of the service's PostgreSQL databases. Schema changes come from migrations only. */
+export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url: input.url,
+    entities: input.entities ?? [],
+    migrations: input.migrations ?? [],
+    migrationsTableName: 'typeorm_migrations',
+    migrationsTransactionMode: 'each',
+    synchronize: false,
+    migrationsRun: false,
+    // Failed queries surface as thrown errors and are logged by their caller, with context.
+    logging: false,
+    applicationName: input.applicationName,
+    poolSize: input.poolSize ?? 10,
+    connectTimeoutMS: input.connectTimeoutMs ?? 5_000,
+    extra: { idleTimeoutMillis: 30_000 },
+  };
+}

@@ -1,0 +1,37 @@
+import { Kafka, logLevel as KafkaLogLevel, LogEntry } from 'kafkajs';
+import type { Logger } from 'pino';
+
+export interface KafkaClientInput {
+  brokers: string[];
+  clientId: string;
+  /** Where kafkajs' own log lines go; they arrive as structured pino records. */
+  logger?: Logger;
+  connectionTimeoutMs?: number;
+  requestTimeoutMs?: number;
+}
+
+const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [KafkaLogLevel.ERROR]: 'error',
+  [KafkaLogLevel.WARN]: 'warn',
+  [KafkaLogLevel.INFO]: 'info',
+  [KafkaLogLevel.DEBUG]: 'debug',
+};
+
+/** A kafkajs client whose logs go through the app's pino logger instead of stdout noise. */
+export function createKafka(input: KafkaClientInput): Kafka {
+  const logger = input.logger?.child({ component: 'kafkajs' });
+  return new Kafka({
+    clientId: input.clientId,
+    brokers: input.brokers,
+    connectionTimeout: input.connectionTimeoutMs ?? 3_000,
+    requestTimeout: input.requestTimeoutMs ?? 30_000,
+    retry: { initialRetryTime: 300, retries: 8, maxRetryTime: 10_000 },
+    logLevel: logger ? KafkaLogLevel.INFO : KafkaLogLevel.NOTHING,
+    logCreator:
+      () =>
+      ({ level, log }: LogEntry) => {
+        const { message, ...extra } = log;
+        logger?.[levels[level] ?? 'info'](extra, message);
+      },
+  });
+}

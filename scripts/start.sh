@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `npm start`: install if needed, bring PostgreSQL and Kafka up, migrate, build, then run every
+# app until Ctrl-C. Logs are JSON, one file per app under .cache/logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-deps.sh
+bash scripts/infra.sh up
+echo "Building..."
+npx nest build
+node dist/apps/ops/src/main.js db:migrate
+
+apps=(command-api outbox-relay fulfillment)
+declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OUTBOX_RELAY_PORT:-3001}" [fulfillment]="${FULFILLMENT_PORT:-3002}")
+host="${HOST:-127.0.0.1}"
+logs=.cache/logs
+mkdir -p "$logs"
+pids=()
+
+stop_apps() {
+  trap - INT TERM EXIT
+  echo
+  echo "Stopping apps..."
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
+  echo "Apps stopped. PostgreSQL and Kafka keep running; 'npm run infra -- down' stops Kafka."
+}
+trap 'stop_apps; exit 0' INT TERM
+trap stop_apps EXIT
+
+for app in "${apps[@]}"; do
+  node "dist/apps/$app/src/main.js" >"$logs/$app.log" 2>&1 &
+  pids+=($!)
+done
+
+for app in "${apps[@]}"; do
+  url="http://$host:${ports[$app]}"
+  for _ in $(seq 1 150); do
+    curl -fsS -o /dev/null "$url/health/live" 2>/dev/null && break
+    sleep 0.2
+  done
+  if ! curl -fsS -o /dev/null "$url/health/live" 2>/dev/null; then
+    echo "$app did not come up on $url; last lines of $logs/$app.log:" >&2
+    tail -n 20 "$logs/$app.log" >&2
+    exit 1
+  fi
+done
+
+api="http://$host:${ports[command-api]}"
+cat <<MSG
+
+Running:
+  command-api   $api        (OpenAPI: $api/docs)
+  outbox-relay  http://$host:${ports[outbox-relay]}
+  fulfillment   http://$host:${ports[fulfillment]}
+Logs: $logs/<app>.log (JSON; pipe through 'npx pino-pretty' to read)
+
+Try:
+  curl -s $api/health/ready
+
+Ctrl-C stops the apps.
+MSG
+# Return as soon as any app exits, so a crash is not hidden behind the others.
+wait -n "${pids[@]}"
+echo "An app exited; see $logs/." >&2
+exit 1

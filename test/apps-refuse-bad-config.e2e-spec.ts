@@ -1,0 +1,26 @@
+import { spawnSync } from 'node:child_process';
+import { entryArgs } from './support/apps';
+
+function boot(entry: string, env: Record<string, string>, args: string[] = []) {
+  return spawnSync(process.execPath, [...entryArgs(entry), ...args], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+}
+
+describe('a bad configuration stops boot with one line naming the variable', () => {
+  it.each([
+    ['apps/command-api/src/main.ts', 'COMMAND_API_PORT', 'http'],
+    ['apps/outbox-relay/src/main.ts', 'KAFKA_BROKERS', 'nowhere'],
+    ['apps/fulfillment/src/main.ts', 'FULFILLMENT_DATABASE_URL', 'mysql://localhost/fulfillment'],
+    ['apps/ops/src/main.ts', 'ORDERS_DATABASE_URL', 'not a url'],
+  ])('%s with %s=%s exits 1', (entry, variable, value) => {
+    const result = boot(entry, { [variable]: value }, entry.includes('/ops/') ? ['db:migrate'] : []);
+    expect(result.status).toBe(1);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`${variable}:`);
+    expect(lines[0]).toContain(JSON.stringify(value));
+  });
+});

@@ -1,0 +1,62 @@
+import { RunningApp, startApp } from './support/apps';
+
+async function get(app: RunningApp, path: string) {
+  const response = await fetch(`${app.url}${path}`);
+  return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, any> };
+}
+
+describe('health endpoints', () => {
+  const running: RunningApp[] = [];
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((app) => app.stop()));
+  });
+  async function start(...args: Parameters<typeof startApp>) {
+    const app = await startApp(...args);
+    running.push(app);
+    return app;
+  }
+
+  it.each(['command-api', 'outbox-relay', 'fulfillment'] as const)(
+    '%s is live and ready when PostgreSQL and Kafka answer',
+    async (name) => {
+      const app = await start(name);
+      expect(await get(app, '/health/live')).toMatchObject({ status: 200, body: { status: 'ok' } });
+      const ready = await get(app, '/health/ready');
+      expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({ status: 'ok', info: { kafka: { status: 'up' } } });
+      expect(Object.keys(ready.body.info)).toHaveLength(2);
+    },
+  );
+
+  it('stays live but answers 503 problem+json naming kafka when no broker answers', async () => {
+    const app = await start('command-api', { KAFKA_BROKERS: '127.0.0.1:1' });
+    expect((await get(app, '/health/live')).status).toBe(200);
+    const ready = await get(app, '/health/ready');
+    expect(ready.status).toBe(503);
+    expect(ready.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(ready.headers.get('retry-after')).toBe('5');
+    expect(ready.body).toMatchObject({
+      type: '/problems/dependency-unavailable',
+      status: 503,
+      unavailable: ['kafka'],
+      checks: { orders: { status: 'up' }, kafka: { status: 'down' } },
+    });
+    expect(ready.body.detail).toMatch(/^kafka is down/);
+  });
+
+  it('leaves Kafka out of API readiness when READINESS_REQUIRES_KAFKA=false', async () => {
+    const app = await start('command-api', { KAFKA_BROKERS: '127.0.0.1:1', READINESS_REQUIRES_KAFKA: 'false' });
+    const ready = await get(app, '/health/ready');
+    expect(ready).toMatchObject({ status: 200, body: { info: { orders: { status: 'up' } } } });
+    expect(ready.body.info.kafka).toBeUndefined();
+  });
+
+  it('closes its connections and exits on SIGTERM', async () => {
+    const app = await startApp('fulfillment');
+    const started = Date.now();
+    // Nest closes the app, then re-raises the signal so the exit status still says SIGTERM.
+    expect(await app.stop('SIGTERM')).toEqual({ code: null, signal: 'SIGTERM' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(app.output()).not.toMatch(/"level":(50|60)/);
+  });
+});

@@ -1,0 +1,81 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { AddressInfo, createServer } from 'node:net';
+import { join } from 'node:path';
+
+const root = join(__dirname, '..', '..');
+
+export type AppName = 'command-api' | 'outbox-relay' | 'fulfillment';
+
+const portVariable: Record<AppName, string> = {
+  'command-api': 'COMMAND_API_PORT',
+  'outbox-relay': 'OUTBOX_RELAY_PORT',
+  fulfillment: 'FULFILLMENT_PORT',
+};
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface RunningApp {
+  url: string;
+  process: ChildProcess;
+  /** Everything the app wrote so far, for assertions and for failure messages. */
+  output(): string;
+  /** Sends `signal` and resolves with how the process ended once it is gone. */
+  stop(signal?: NodeJS.Signals): Promise<Exit>;
+}
+
+/** Runs an app's real entry point from source as its own process, on a free port, and waits until it is live. */
+export async function startApp(app: AppName, env: Record<string, string> = {}): Promise<RunningApp> {
+  const port = await freePort();
+  const child = spawn(process.execPath, entryArgs(`apps/${app}/src/main.ts`), {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'info', ...env, [portVariable[app]]: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const running: RunningApp = {
+    url: `http://127.0.0.1:${port}`,
+    process: child,
+    output: () => output,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  await waitUntilLive(running, exited);
+  return running;
+}
+
+export function entryArgs(entry: string): string[] {
+  return ['-r', 'ts-node/register/transpile-only', '-r', 'tsconfig-paths/register', join(root, entry)];
+}
+
+async function waitUntilLive(app: RunningApp, exited: Promise<Exit>, timeoutMs = 30_000) {
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (gone) throw new Error(`app exited before it was live:\n${app.output()}`);
+    try {
+      if ((await fetch(`${app.url}/health/live`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  await app.stop('SIGKILL');
+  throw new Error(`app not live within ${timeoutMs} ms:\n${app.output()}`);
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}

@@ -1,0 +1,35 @@
+// Jest's moduleNameMapper does not apply to globalSetup, so resolve @app/* aliases from tsconfig here.
+import 'tsconfig-paths/register';
+import { Client } from 'pg';
+import { DatabaseName, migrate } from '@app/migrations';
+import { testEnv } from './test-env';
+
+/** Recreates the test databases from nothing and migrates them, so every run proves the migrations too. */
+export default async function globalSetup(): Promise<void> {
+  const databases: [DatabaseName, string][] = [
+    ['orders', testEnv.ordersUrl],
+    ['fulfillment', testEnv.fulfillmentUrl],
+  ];
+  for (const [name, url] of databases) {
+    await recreate(url);
+    await migrate(name, url);
+  }
+}
+
+async function recreate(url: string): Promise<void> {
+  const target = new URL(url);
+  const database = decodeURIComponent(target.pathname.slice(1));
+  if (!/_test$/.test(database)) {
+    throw new Error(`refusing to recreate ${database}: test databases must end in _test`);
+  }
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
+    await client.query(`CREATE DATABASE "${database}"`);
+  } finally {
+    await client.end();
+  }
+}
