@@ -1,6 +1,6 @@
 /** Unit specs sit beside the code; end-to-end suites under test/ talk to real PostgreSQL and Kafka. */
 const moduleNameMapper = {
-  '^@app/(platform|contracts|migrations)(|/.*)$': '<rootDir>/libs/$1/src$2',
+  '^@app/([^/]+)$': '<rootDir>/libs/$1/src',
 };
 const transform = { '^.+\\.ts$': ['ts-jest', {}] };
 

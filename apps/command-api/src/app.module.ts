@@ -1,9 +1,12 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { ApiClient } from '@app/api-clients';
 import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
-import { commandApiConfig } from './config';
+import { CommandApiConfig, commandApiConfig } from './config';
 import { Order } from './orders/order.entity';
+import { OrdersModule } from './orders/orders.module';
+import { ReceiptsModule } from './receipts/receipts.module';
 
 @Module({
   imports: [
@@ -11,18 +14,23 @@ import { Order } from './orders/order.entity';
     loggingModule('command-api'),
     TypeOrmModule.forRootAsync({
       inject: [ConfigService],
-      useFactory: (config: ConfigService) =>
+      useFactory: (config: ConfigService<CommandApiConfig, true>) =>
         postgresOptions({
-          url: config.getOrThrow('ORDERS_DATABASE_URL'),
+          url: config.get('ORDERS_DATABASE_URL', { infer: true }),
           applicationName: 'command-api',
-          poolSize: config.getOrThrow('DATABASE_POOL_SIZE'),
-          entities: [Order],
+          poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
+          entities: [Order, ApiClient],
+          // Bounds every lock wait; on the receipt claim it is the wait for a duplicate in flight (-> 409).
+          lockTimeoutMs: config.get('IDEMPOTENCY_LOCK_TIMEOUT_MS', { infer: true }),
+          statementTimeoutMs: config.get('DATABASE_STATEMENT_TIMEOUT_MS', { infer: true }),
         }),
     }),
     HealthModule.register({
       database: 'orders',
       kafka: (config) => config.getOrThrow<boolean>('READINESS_REQUIRES_KAFKA'),
     }),
+    OrdersModule,
+    ReceiptsModule,
   ],
 })
 export class AppModule {}

@@ -1,16 +1,41 @@
 import { z } from 'zod';
 import { envFields } from '@app/platform';
 
-export const commandApiConfig = z.object({
-  NODE_ENV: envFields.nodeEnv,
-  LOG_LEVEL: envFields.logLevel,
-  HOST: envFields.host,
-  COMMAND_API_PORT: envFields.port(3000),
-  ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
-  DATABASE_POOL_SIZE: envFields.poolSize,
-  KAFKA_BROKERS: envFields.kafkaBrokers,
-  /** The API never talks to Kafka (the outbox does); behind a load balancer you may not want a broker outage to drain it. */
-  READINESS_REQUIRES_KAFKA: envFields.flag(true),
-});
+const seconds = (fallback: number) => z.coerce.number().int().min(1).max(365 * 24 * 3600).default(fallback);
+const DAY = 24 * 3600;
+
+export const commandApiConfig = z
+  .object({
+    NODE_ENV: envFields.nodeEnv,
+    LOG_LEVEL: envFields.logLevel,
+    HOST: envFields.host,
+    COMMAND_API_PORT: envFields.port(3000),
+    ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
+    DATABASE_POOL_SIZE: envFields.poolSize,
+    DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+    KAFKA_BROKERS: envFields.kafkaBrokers,
+    /** The API never talks to Kafka (the outbox does); behind a load balancer you may not want a broker outage to drain it. */
+    READINESS_REQUIRES_KAFKA: envFields.flag(true),
+    /** Recorded on every receipt: another region's deployment has its own store and scopes. */
+    SERVICE_REGION: z.string().regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 of a-z, 0-9, -').default('local'),
+    IDEMPOTENCY_RETENTION_SECONDS: seconds(DAY),
+    IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: seconds(DAY).optional(),
+    IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL: seconds(DAY).optional(),
+    /** How long a duplicate waits for the request holding its key before it gets 409 + Retry-After. */
+    IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(5_000),
+    /** 0 turns the in-process sweeper off (use `npm run ops -- receipts:sweep` from a scheduler instead). */
+    RECEIPT_SWEEP_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(DAY).default(60),
+    RECEIPT_SWEEP_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    /** Test-only: honours `X-Fault-Injection: after-effect-before-receipt`. Refused in production. */
+    FAULT_INJECTION: envFields.flag(false),
+  })
+  .refine((config) => !(config.FAULT_INJECTION && config.NODE_ENV === 'production'), {
+    path: ['FAULT_INJECTION'],
+    message: 'must not be enabled when NODE_ENV=production',
+  })
+  .refine((config) => config.IDEMPOTENCY_LOCK_TIMEOUT_MS < config.DATABASE_STATEMENT_TIMEOUT_MS, {
+    path: ['IDEMPOTENCY_LOCK_TIMEOUT_MS'],
+    message: 'must be shorter than DATABASE_STATEMENT_TIMEOUT_MS',
+  });
 
 export type CommandApiConfig = z.infer<typeof commandApiConfig>;

@@ -1,11 +1,22 @@
 import { runHttpApp } from '@app/platform';
 import { AppModule } from './app.module';
 import { commandApiConfig } from './config';
+import { commandApiProblems } from './http/problem-catalog';
 
 void runHttpApp({
   name: 'command-api',
   module: AppModule,
   schema: commandApiConfig,
   listen: (config) => ({ host: config.HOST, port: config.COMMAND_API_PORT }),
-  describe: (doc) => doc.setDescription('Idempotent order commands. See README for the idempotency contract.'),
+  // Bodies are parsed only after authentication and authorisation (JsonBodyInterceptor).
+  bodyParser: false,
+  problems: [commandApiProblems],
+  describe: (doc) =>
+    doc
+      .setDescription(
+        'Idempotent order commands. Each POST takes an Idempotency-Key: one logical action within ' +
+          '(your tenant, the operation, the key) and the retention window (default 24 h, see Idempotency-Expires). ' +
+          'Errors are RFC 9457 application/problem+json.',
+      )
+      .addBearerAuth(),
 });

@@ -1,3 +1,4 @@
+export * from './operations';
 export * from './headers';
 export * from './order-events';
 export * from './topics';

@@ -4,7 +4,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
-import { ProblemDetailsFilter } from './http/problem-details.filter';
+import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 
 export interface HttpAppOptions<S extends z.ZodType> {
   name: string;
@@ -14,6 +14,10 @@ export interface HttpAppOptions<S extends z.ZodType> {
   listen: (config: z.infer<S>) => { host: string; port: number };
   /** Adds the app's own OpenAPI details; `/docs` is served for every HTTP app. */
   describe?: (builder: DocumentBuilder) => DocumentBuilder;
+  /** Maps the app's own error types to problems (database outages are mapped for every app). */
+  problems?: ProblemMapper[];
+  /** false when the app parses bodies itself (for example only after authentication). */
+  bodyParser?: boolean;
 }
 
 /**
@@ -31,7 +35,11 @@ export async function runHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>
 }
 
 async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, config: z.infer<S>) {
-  const app = await NestFactory.create(options.module, { bufferLogs: true, abortOnError: false });
+  const app = await NestFactory.create(options.module, {
+    bufferLogs: true,
+    abortOnError: false,
+    bodyParser: options.bodyParser ?? true,
+  });
   configureHttpApp(app, options);
   const { host, port } = options.listen(config);
   await app.listen(port, host);
@@ -42,10 +50,11 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
 /** What every HTTP app (and every in-process test of one) gets: pino logs, problem+json errors, `/docs`, shutdown hooks. */
 export function configureHttpApp(
   app: INestApplication,
-  options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe'>,
+  options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe' | 'problems'>,
 ): INestApplication {
   app.useLogger(app.get(Logger));
-  app.useGlobalFilters(new ProblemDetailsFilter());
+  (app.getHttpAdapter().getInstance() as { disable?: (setting: string) => void }).disable?.('x-powered-by');
+  app.useGlobalFilters(new ProblemDetailsFilter(options.problems));
   app.enableShutdownHooks();
   const builder = new DocumentBuilder().setTitle(options.name).setVersion('1');
   const document = SwaggerModule.createDocument(app, (options.describe?.(builder) ?? builder).build());

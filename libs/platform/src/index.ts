@@ -9,3 +9,6 @@ export * from './http/problem';
 export * from './http/problem-details.filter';
 export * from './kafka/kafka-client';
 export * from './logging/logging.module';
+export * from './database/database-errors';
+export * from './database/query-rows';
+export * from './http/traceparent';

@@ -9,6 +9,10 @@ export interface PostgresOptionsInput {
   poolSize?: number;
   /** Bound for establishing a connection; a dead server must fail fast, not hang a request. */
   connectTimeoutMs?: number;
+  /** Session `lock_timeout`: the longest any statement waits for a lock (0 = no bound). */
+  lockTimeoutMs?: number;
+  /** Session `statement_timeout` (0 = no bound). */
+  statementTimeoutMs?: number;
 }
 
 /** TypeORM options for one of the service's PostgreSQL databases. Schema changes come from migrations only. */
@@ -27,6 +31,12 @@ export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions 
     applicationName: input.applicationName,
     poolSize: input.poolSize ?? 10,
     connectTimeoutMS: input.connectTimeoutMs ?? 5_000,
-    extra: { idleTimeoutMillis: 30_000 },
+    extra: {
+      idleTimeoutMillis: 30_000,
+      lock_timeout: input.lockTimeoutMs ?? 0,
+      statement_timeout: input.statementTimeoutMs ?? 0,
+      // A transaction left open by a crashed handler must not hold its locks forever.
+      idle_in_transaction_session_timeout: 60_000,
+    },
   };
 }

@@ -1,21 +1,44 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
+import { isDatabaseUnavailable } from '../database/database-errors';
 import { Problem, PROBLEM_CONTENT_TYPE, ProblemException, problemType } from './problem';
+
+/** Turns an app's own error type into a problem, or returns undefined to let the next mapper try. */
+export type ProblemMapper = (error: unknown) => ProblemException | undefined;
+
+/** Any app: a database that cannot answer is a 503 to retry, never a "not found" and never a 500. */
+export const databaseUnavailable: ProblemMapper = (error) =>
+  isDatabaseUnavailable(error)
+    ? new ProblemException(
+        {
+          type: problemType('service-unavailable'),
+          title: 'Service unavailable',
+          status: 503,
+          detail:
+            'The database did not answer in time. Nothing is reported as done: retry later; a command retried ' +
+            'with the same Idempotency-Key replays its result if it did commit.',
+        },
+        { 'Retry-After': '2' },
+      )
+    : undefined;
 
 /** Renders every error as application/problem+json (RFC 9457); unexpected errors never leak internals. */
 @Catch()
 export class ProblemDetailsFilter implements ExceptionFilter {
   private readonly logger = new Logger(ProblemDetailsFilter.name);
 
+  constructor(private readonly mappers: ProblemMapper[] = []) {}
+
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
     const request = http.getRequest<Request>();
     const response = http.getResponse<Response>();
     const { problem, headers } = this.toProblem(exception);
-    if (problem.status >= 500 && !(exception instanceof ProblemException)) {
-      this.logger.error({ err: exception, url: request.originalUrl }, 'unhandled error');
+    if (problem.status >= 500) {
+      this.logger.error({ err: exception, url: request.originalUrl, problem: problem.type }, problem.title);
     }
+    if (response.headersSent) return;
     response
       .status(problem.status)
       .set({ ...headers, 'Content-Type': PROBLEM_CONTENT_TYPE })
@@ -23,9 +46,11 @@ export class ProblemDetailsFilter implements ExceptionFilter {
   }
 
   private toProblem(exception: unknown): { problem: Problem; headers: Record<string, string> } {
-    if (exception instanceof ProblemException) {
-      return { problem: exception.problem, headers: exception.headers };
-    }
+    const mapped =
+      exception instanceof ProblemException
+        ? exception
+        : [...this.mappers, databaseUnavailable].map((mapper) => mapper(exception)).find(Boolean);
+    if (mapped) return { problem: mapped.problem, headers: mapped.headers };
     if (exception instanceof HttpException) {
       const status = exception.getStatus();
       const body = exception.getResponse();
@@ -40,7 +65,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
   }
 }
 
-function httpProblem(status: number, detail: string): Problem {
+export function httpProblem(status: number, detail: string): Problem {
   const title = STATUS_CODES[status] ?? 'Error';
   return { type: problemType(title.toLowerCase().replace(/[^a-z0-9]+/g, '-')), title, status, detail };
 }

@@ -18,6 +18,8 @@ export function loggingModule(app: string) {
   return LoggerModule.forRootAsync({
     inject: [ConfigService],
     useFactory: (config: ConfigService) => ({
+      // Fields a handler assigns (tenant, operation, idempotency outcome) also land on the request's completion line.
+      assignResponse: true,
       pinoHttp: {
         name: app,
         level: config.get<string>('LOG_LEVEL') ?? 'info',

@@ -1,0 +1,50 @@
+import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { Request } from 'express';
+import { PinoLogger } from 'nestjs-pino';
+import { DataSource } from 'typeorm';
+import { ApiClient, bearerKey, findActiveClient } from '@app/api-clients';
+import { Operation } from '@app/contracts';
+import { problemException } from '../http/problem-catalog';
+
+const OPERATION = Symbol('operation');
+
+/** Declares the operation a route performs; the guard refuses clients not allowed to perform it. */
+export const RequiresOperation = (operation: Operation) => SetMetadata(OPERATION, operation);
+
+export type AuthenticatedRequest = Request & { client: ApiClient };
+
+/**
+ * Authenticates `Authorization: Bearer <key>` and authorises the route's operation before anything
+ * else reads the request. The tenant comes from the credential only. A database error here is a 503
+ * (never a 401): an outage must not look like a bad key.
+ */
+@Injectable()
+export class ApiKeyGuard implements CanActivate {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly reflector: Reflector,
+    private readonly logger: PinoLogger,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
+    const key = bearerKey(request.headers.authorization);
+    const client = key ? await findActiveClient(this.dataSource.manager, key) : null;
+    if (!client) {
+      throw problemException('AUTH.UNAUTHENTICATED', 'Send a valid, unrevoked API key as Authorization: Bearer <key>.');
+    }
+    request.client = client;
+    this.logger.assign({ tenant: client.tenantId, clientId: client.id });
+    const operation = this.reflector.get<Operation | undefined>(OPERATION, context.getHandler());
+    if (operation) authorise(client, operation);
+    return true;
+  }
+}
+
+export function authorise(client: ApiClient, operation: Operation): void {
+  if (!client.allowedOperations.includes(operation)) {
+    throw problemException('AUTH.FORBIDDEN', `This client may not perform ${operation}.`);
+  }
+}

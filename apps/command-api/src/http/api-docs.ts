@@ -1,0 +1,48 @@
+import { applyDecorators } from '@nestjs/common';
+import { ApiBearerAuth, ApiProperty, ApiPropertyOptional, ApiResponse } from '@nestjs/swagger';
+
+/** RFC 9457 problem document, as every error is sent (`application/problem+json`). */
+export class ProblemDoc {
+  @ApiProperty({ example: '/problems/idempotency-key-reused' }) type: string;
+  @ApiProperty() title: string;
+  @ApiProperty() status: number;
+  @ApiPropertyOptional() detail?: string;
+  @ApiPropertyOptional() instance?: string;
+  @ApiPropertyOptional({ description: 'Stable error code, e.g. IDEMPOTENCY.KEY_REUSED' }) code?: string;
+}
+
+const problem = (status: number, description: string, headers?: Record<string, { description: string; schema: object }>) =>
+  ApiResponse({ status, description, type: ProblemDoc, headers });
+
+const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
+
+export const idempotencyHeaders = {
+  'Idempotency-Expires': {
+    description: 'HTTP date after which this key is forgotten: the same key then runs as a new request.',
+    schema: { type: 'string' },
+  },
+  'Idempotent-Replayed': {
+    description: '"true" when this is the stored response of an earlier request with the same key and fields.',
+    schema: { type: 'string', enum: ['true'] },
+  },
+};
+
+/** The responses every authenticated route can give. */
+export const ApiAuthenticatedResponses = () =>
+  applyDecorators(
+    ApiBearerAuth(),
+    problem(401, 'Missing, unknown or revoked API key (checked before anything else).'),
+    problem(403, 'The client is not allowed this operation.'),
+    problem(503, 'The database did not answer. Retry later; nothing is reported as done.', retryAfter),
+  );
+
+/** The responses every idempotent command can give, besides its own success and domain outcomes. */
+export const ApiCommandResponses = () =>
+  applyDecorators(
+    ApiAuthenticatedResponses(),
+    problem(400, 'Invalid body, fields or Idempotency-Key. Nothing is stored; the key stays unused.'),
+    problem(409, 'A request with the same key is still in progress (waited IDEMPOTENCY_LOCK_TIMEOUT_MS).', retryAfter),
+    problem(413, 'Body over 16 KiB. Nothing is stored.'),
+    problem(415, 'Body is not application/json. Nothing is stored.'),
+    problem(422, 'The key was already used with different fields in this scope. Nothing changes.'),
+  );

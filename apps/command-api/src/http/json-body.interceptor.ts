@@ -1,0 +1,43 @@
+import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import express, { Request, Response } from 'express';
+import { Observable } from 'rxjs';
+import { problemException } from './problem-catalog';
+
+export const MAX_BODY_BYTES = 16 * 1024;
+
+const parseJson = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
+
+/**
+ * Parses the JSON body only now — after the guards authenticated and authorised the caller — so an
+ * anonymous caller learns nothing from how its body is judged. 415 unless JSON, 413 over 16 KiB,
+ * 400 for malformed JSON or anything but an object.
+ */
+@Injectable()
+export class JsonBodyInterceptor implements NestInterceptor {
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const http = context.switchToHttp();
+    const request = http.getRequest<Request>();
+    const contentType = request.headers['content-type'] ?? '';
+    if (!/^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
+      throw problemException('REQUEST.UNSUPPORTED_MEDIA_TYPE', 'Send the command as Content-Type: application/json.');
+    }
+    await new Promise<void>((resolve, reject) =>
+      parseJson(request, http.getResponse<Response>(), (error?: unknown) => (error ? reject(bodyProblem(error)) : resolve())),
+    );
+    if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body)) {
+      throw problemException('REQUEST.INVALID', 'The body must be a JSON object.');
+    }
+    return next.handle();
+  }
+}
+
+function bodyProblem(error: unknown) {
+  const type = (error as { type?: string }).type;
+  if (type === 'entity.too.large') {
+    return problemException('REQUEST.TOO_LARGE', `The body must not exceed ${MAX_BODY_BYTES} bytes.`);
+  }
+  if (type === 'charset.unsupported' || type === 'encoding.unsupported') {
+    return problemException('REQUEST.UNSUPPORTED_MEDIA_TYPE', (error as Error).message);
+  }
+  return problemException('REQUEST.INVALID', 'The body is not valid JSON.');
+}

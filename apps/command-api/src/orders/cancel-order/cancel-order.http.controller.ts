@@ -1,0 +1,58 @@
+import { Body, Controller, HttpCode, Param, Post, Req, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { PinoLogger } from 'nestjs-pino';
+import { ApiClient } from '@app/api-clients';
+import { Operations } from '@app/contracts';
+import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
+import { CurrentClient } from '../../auth/current-client.decorator';
+import { CommandApiConfig } from '../../config';
+import { ApiCommandResponses, idempotencyHeaders, ProblemDoc } from '../../http/api-docs';
+import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
+import { respondIdempotently } from '../../http/idempotent-response';
+import { JsonBodyInterceptor } from '../../http/json-body.interceptor';
+import { orderIdPipe } from '../../http/order-id.pipe';
+import { strictValidation } from '../../http/validation.pipe';
+import { commandContext } from '../command-context';
+import { OrderResponse } from '../order.response';
+import { CancelOrderRequest } from './cancel-order.request.dto';
+import { CancelOrderService } from './cancel-order.service';
+
+@ApiTags('orders')
+@Controller('v1/orders')
+@UseGuards(ApiKeyGuard)
+export class CancelOrderHttpController {
+  private readonly faultInjection: boolean;
+
+  constructor(
+    private readonly service: CancelOrderService,
+    private readonly logger: PinoLogger,
+    config: ConfigService<CommandApiConfig, true>,
+  ) {
+    this.faultInjection = config.get('FAULT_INJECTION', { infer: true });
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @RequiresOperation(Operations.cancelOrder)
+  @UseInterceptors(JsonBodyInterceptor)
+  @ApiOperation({ operationId: Operations.cancelOrder, summary: 'Cancel an order, once per Idempotency-Key' })
+  @ApiIdempotencyKeyHeader()
+  @ApiOkResponse({ type: OrderResponse, description: 'The cancelled order.', headers: idempotencyHeaders })
+  @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's (stored and replayed)." })
+  @ApiResponse({ status: 409, type: ProblemDoc, description: 'Already cancelled (stored and replayed), or a request with this key is in progress.' })
+  @ApiCommandResponses()
+  cancel(
+    @CurrentClient() client: ApiClient,
+    @IdempotencyKey() key: string,
+    @Param('id', orderIdPipe) orderId: string,
+    @Body(strictValidation) body: CancelOrderRequest,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<unknown> {
+    return respondIdempotently(res, this.logger, Operations.cancelOrder, () =>
+      this.service.execute(client.tenantId, key, orderId, body.reason, commandContext(req, this.faultInjection)),
+    );
+  }
+}

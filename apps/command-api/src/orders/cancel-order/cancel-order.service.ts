@@ -1,0 +1,71 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventTypes, Operations, Topics } from '@app/contracts';
+import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
+import { addToOutbox } from '@app/outbox';
+import { queryRows } from '@app/platform';
+import { InjectedFault, problemResponse } from '../../http/problem-catalog';
+import { CommandContext } from '../command-context';
+import { IdempotencyPolicy } from '../idempotency-policy';
+import { ORDER_COLUMNS, OrderRow, toOrderResponse } from '../order.response';
+
+@Injectable()
+export class CancelOrderService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly policy: IdempotencyPolicy,
+  ) {}
+
+  /** Cancels once per (tenant, orders.cancel, key): the update, its OrderCancelled event and the receipt commit together. */
+  execute(tenantId: string, key: string, orderId: string, reason: string, context: CommandContext): Promise<IdempotentResponse> {
+    const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
+    return this.dataSource.transaction((manager) =>
+      runIdempotent(manager, idempotent, (manager) => this.cancel(manager, tenantId, orderId, reason, context)),
+    );
+  }
+
+  private async cancel(
+    manager: EntityManager,
+    tenantId: string,
+    orderId: string,
+    reason: string,
+    context: CommandContext,
+  ): Promise<CommandResult> {
+    // Another tenant's order is indistinguishable from a missing one.
+    const { rows } = await queryRows<OrderRow>(
+      manager,
+      /* sql */ `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+      [orderId, tenantId],
+    );
+    const current = rows[0];
+    if (!current) return problemResponse('ORDER.NOT_FOUND', `No order ${orderId}.`);
+    if (current.status === 'cancelled') {
+      return problemResponse('ORDER.ALREADY_CANCELLED', `Order ${orderId} was already cancelled.`, {
+        order: toOrderResponse(current),
+      });
+    }
+
+    const updated = await queryRows<OrderRow>(
+      manager,
+      /* sql */ `
+      UPDATE orders SET status = 'cancelled', cancel_reason = $3, cancelled_at = now()
+      WHERE id = $1 AND tenant_id = $2
+      RETURNING ${ORDER_COLUMNS}`,
+      [orderId, tenantId, reason],
+    );
+    const order = updated.rows[0];
+    const cancelled: OrderCancelledV1 = { orderId, tenantId, reason, cancelledAt: order.cancelled_at!.toISOString() };
+    await addToOutbox(manager, {
+      topic: Topics.orderEvents,
+      key: orderId,
+      type: OrderEventTypes.cancelled,
+      version: ORDER_EVENT_VERSION,
+      tenantId,
+      payload: cancelled,
+      headers: { traceparent: context.traceparent },
+    });
+    if (context.failAfterEffect) throw new InjectedFault('failed after the cancellation and its event, before the receipt');
+    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: orderId } };
+  }
+}

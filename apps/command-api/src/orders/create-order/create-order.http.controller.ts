@@ -1,0 +1,62 @@
+import { Body, Controller, Post, Req, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { ApiCreatedResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { PinoLogger } from 'nestjs-pino';
+import { ApiClient } from '@app/api-clients';
+import { Operations } from '@app/contracts';
+import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
+import { CurrentClient } from '../../auth/current-client.decorator';
+import { CommandApiConfig } from '../../config';
+import { ApiCommandResponses, idempotencyHeaders, ProblemDoc } from '../../http/api-docs';
+import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
+import { respondIdempotently } from '../../http/idempotent-response';
+import { JsonBodyInterceptor } from '../../http/json-body.interceptor';
+import { strictValidation } from '../../http/validation.pipe';
+import { commandContext } from '../command-context';
+import { OrderResponse } from '../order.response';
+import { CreateOrderRequest } from './create-order.request.dto';
+import { CreateOrderService } from './create-order.service';
+
+@ApiTags('orders')
+@Controller('v1/orders')
+@UseGuards(ApiKeyGuard)
+export class CreateOrderHttpController {
+  private readonly faultInjection: boolean;
+
+  constructor(
+    private readonly service: CreateOrderService,
+    private readonly logger: PinoLogger,
+    config: ConfigService<CommandApiConfig, true>,
+  ) {
+    this.faultInjection = config.get('FAULT_INJECTION', { infer: true });
+  }
+
+  @Post()
+  @RequiresOperation(Operations.createOrder)
+  @UseInterceptors(JsonBodyInterceptor)
+  @ApiOperation({ operationId: Operations.createOrder, summary: 'Place an order, once per Idempotency-Key' })
+  @ApiIdempotencyKeyHeader()
+  @ApiCreatedResponse({
+    type: OrderResponse,
+    description: 'The order was placed (or this is the replay of the request that placed it).',
+    headers: { Location: { description: '/v1/orders/{id}', schema: { type: 'string' } }, ...idempotencyHeaders },
+  })
+  @ApiResponse({
+    status: 409,
+    type: ProblemDoc,
+    description: 'customerRef already names an order of this tenant (`/problems/customer-ref-already-used`, stored and replayed).',
+  })
+  @ApiCommandResponses()
+  create(
+    @CurrentClient() client: ApiClient,
+    @IdempotencyKey() key: string,
+    @Body(strictValidation) body: CreateOrderRequest,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<unknown> {
+    return respondIdempotently(res, this.logger, Operations.createOrder, () =>
+      this.service.execute(client.tenantId, key, body, commandContext(req, this.faultInjection)),
+    );
+  }
+}

@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1, Operations, Topics } from '@app/contracts';
+import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
+import { addToOutbox } from '@app/outbox';
+import { queryRows } from '@app/platform';
+import { InjectedFault, problemResponse } from '../../http/problem-catalog';
+import { CommandContext } from '../command-context';
+import { IdempotencyPolicy } from '../idempotency-policy';
+import { ORDER_COLUMNS, orderLocation, OrderRow, toOrderResponse } from '../order.response';
+import { CreateOrderRequest } from './create-order.request.dto';
+
+@Injectable()
+export class CreateOrderService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly policy: IdempotencyPolicy,
+  ) {}
+
+  /** Places an order once per (tenant, orders.create, key): the order, its OrderPlaced event and the receipt commit together. */
+  execute(tenantId: string, key: string, request: CreateOrderRequest, context: CommandContext): Promise<IdempotentResponse> {
+    const fields = { sku: request.sku, quantity: request.quantity, customerRef: request.customerRef ?? null };
+    const idempotent = this.policy.request(tenantId, Operations.createOrder, key, fields);
+    // READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation level, serialises duplicates.
+    return this.dataSource.transaction((manager) =>
+      runIdempotent(manager, idempotent, (manager) => this.placeOrder(manager, tenantId, fields, context)),
+    );
+  }
+
+  private async placeOrder(
+    manager: EntityManager,
+    tenantId: string,
+    fields: { sku: string; quantity: number; customerRef: string | null },
+    context: CommandContext,
+  ): Promise<CommandResult> {
+    // ON CONFLICT DO NOTHING keeps the transaction usable when customerRef is taken, so that outcome is stored too.
+    const { rows } = await queryRows<OrderRow>(
+      manager,
+      /* sql */ `
+      INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status)
+      VALUES ($1, $2, $3, $4, $5, 'placed')
+      ON CONFLICT (tenant_id, customer_ref) WHERE customer_ref IS NOT NULL DO NOTHING
+      RETURNING ${ORDER_COLUMNS}`,
+      [randomUUID(), tenantId, fields.sku, fields.quantity, fields.customerRef],
+    );
+    const order = rows[0];
+    if (!order) return this.customerRefTaken(manager, tenantId, fields.customerRef!);
+
+    const placed: OrderPlacedV1 = {
+      orderId: order.id,
+      tenantId,
+      sku: order.sku,
+      quantity: order.quantity,
+      customerRef: order.customer_ref,
+      placedAt: order.created_at.toISOString(),
+    };
+    await addToOutbox(manager, {
+      topic: Topics.orderEvents,
+      key: order.id,
+      type: OrderEventTypes.placed,
+      version: ORDER_EVENT_VERSION,
+      tenantId,
+      payload: placed,
+      headers: { traceparent: context.traceparent },
+    });
+    if (context.failAfterEffect) throw new InjectedFault('failed after the order and its event, before the receipt');
+    return {
+      status: 201,
+      headers: { Location: orderLocation(order.id) },
+      body: toOrderResponse(order),
+      effect: { type: 'order', id: order.id },
+    };
+  }
+
+  private async customerRefTaken(manager: EntityManager, tenantId: string, customerRef: string): Promise<CommandResult> {
+    const { rows } = await queryRows<{ id: string }>(
+      manager,
+      /* sql */ `SELECT id FROM orders WHERE tenant_id = $1 AND customer_ref = $2`,
+      [tenantId, customerRef],
+    );
+    return problemResponse('ORDER.CUSTOMER_REF_USED', `customerRef ${JSON.stringify(customerRef)} already names an order.`, {
+      orderId: rows[0]?.id,
+    });
+  }
+}

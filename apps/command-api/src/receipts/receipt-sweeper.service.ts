@@ -1,0 +1,45 @@
+import { Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { PinoLogger } from 'nestjs-pino';
+import { DataSource } from 'typeorm';
+import { sweepExpiredReceipts } from '@app/idempotency';
+import { CommandApiConfig } from '../config';
+
+/**
+ * Deletes expired receipts every RECEIPT_SWEEP_INTERVAL_SECONDS in bounded batches. Expiry itself
+ * never waits for the sweeper: a claim treats `now() >= expires_at` as forgotten either way.
+ */
+@Injectable()
+export class ReceiptSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly config: ConfigService<CommandApiConfig, true>,
+    private readonly logger: PinoLogger,
+  ) {
+    logger.setContext(ReceiptSweeper.name);
+  }
+
+  onApplicationBootstrap(): void {
+    const seconds = this.config.get('RECEIPT_SWEEP_INTERVAL_SECONDS', { infer: true });
+    if (seconds > 0) this.timer = setInterval(() => void this.sweep(), seconds * 1000).unref();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  async sweep(): Promise<void> {
+    if (this.running) return;
+    const batchSize = this.config.get('RECEIPT_SWEEP_BATCH_SIZE', { infer: true });
+    this.running = sweepExpiredReceipts(this.dataSource.manager, { batchSize })
+      .then((deleted) => deleted && this.logger.info({ deleted }, 'swept expired idempotency receipts'))
+      .catch((error) => this.logger.warn({ err: error }, 'receipt sweep failed; the next run retries'))
+      .finally(() => (this.running = undefined));
+    await this.running;
+  }
+}

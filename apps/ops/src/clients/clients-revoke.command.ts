@@ -1,0 +1,31 @@
+import { Command, CommandRunner, Option } from 'nest-commander';
+import { revokeApiClient } from '@app/api-clients';
+import { CliError, ExitCode } from '../cli-error';
+import { OrdersDatabase } from '../orders-database.module';
+import { print } from '../output';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+@Command({
+  name: 'clients:revoke',
+  arguments: '<clientId>',
+  description: 'Revoke an API client: its key is refused (401) from the next request on',
+})
+export class ClientsRevokeCommand extends CommandRunner {
+  constructor(private readonly db: OrdersDatabase) {
+    super();
+  }
+
+  async run([clientId]: string[], options: { json?: boolean }): Promise<void> {
+    if (!UUID.test(clientId)) throw new CliError('clientId must be a UUID (see clients:list)', ExitCode.usage);
+    const client = await revokeApiClient(await this.db.manager(), clientId);
+    if (!client) throw new CliError(`no client ${clientId}`);
+    const result = { clientId, tenant: client.tenantId, revokedAt: client.revokedAt!.toISOString() };
+    print(options.json, result, () => `Revoked client ${clientId} (tenant ${client.tenantId}) at ${result.revokedAt}`);
+  }
+
+  @Option({ flags: '--json', description: 'print the result as JSON' })
+  parseJson(): boolean {
+    return true;
+  }
+}

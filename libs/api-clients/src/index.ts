@@ -1,0 +1,3 @@
+export * from './api-client.entity';
+export * from './api-clients';
+export * from './api-key';

@@ -1,0 +1,46 @@
+import fc from 'fast-check';
+import { CURRENT_FINGERPRINT_VERSION, fingerprint, SemanticFields } from './fingerprint';
+
+describe('fingerprint', () => {
+  it('is the SHA-256 of the canonical JSON, with its version', () => {
+    // echo -n '{"quantity":2,"sku":"A"}' | sha256sum
+    expect(fingerprint({ sku: 'A', quantity: 2 })).toEqual({
+      version: CURRENT_FINGERPRINT_VERSION,
+      value: '7ebc12bb899a5a30bab5d5ddf5363631393c55424d3d8341d20d352d17136bf4',
+    });
+  });
+
+  it('ignores key order and whitespace but not values or types', () => {
+    const a = fingerprint({ sku: 'A', quantity: 2, customerRef: null });
+    expect(fingerprint({ customerRef: null, quantity: 2, sku: 'A' })).toEqual(a);
+    expect(fingerprint({ sku: 'A', quantity: 3, customerRef: null })).not.toEqual(a);
+    expect(fingerprint({ sku: 'A', quantity: '2', customerRef: null })).not.toEqual(a);
+    expect(fingerprint({ sku: 'A', quantity: 2 })).not.toEqual(a);
+  });
+
+  it('separates field boundaries (no concatenation ambiguity)', () => {
+    expect(fingerprint({ a: 'x|y', b: 'z' })).not.toEqual(fingerprint({ a: 'x', b: 'y|z' }));
+  });
+
+  it('is equal exactly when the canonical fields are equal (property)', () => {
+    const fields = fc.dictionary(
+      fc.string({ maxLength: 6 }),
+      fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), fc.boolean(), fc.constant(null)),
+      { maxKeys: 5 },
+    );
+    fc.assert(
+      fc.property(fields, fields, (a: SemanticFields, b: SemanticFields) => {
+        const same = JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
+        return (fingerprint(a).value === fingerprint(b).value) === same;
+      }),
+    );
+  });
+
+  it('refuses an unknown version instead of guessing', () => {
+    expect(() => fingerprint({ a: 1 }, 99)).toThrow(/unknown fingerprint version 99/);
+  });
+});
+
+function sortKeys(fields: SemanticFields): [string, unknown][] {
+  return Object.entries(fields).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+}

@@ -1,0 +1,6 @@
+export * from './fingerprint';
+export * from './idempotency.error';
+export * from './receipt-queries';
+export * from './receipt-store';
+export * from './run-idempotent';
+export * from './scope';

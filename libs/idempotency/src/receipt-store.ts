@@ -1,0 +1,150 @@
+import { EntityManager } from 'typeorm';
+import { queryRows, sqlState } from '@app/platform';
+import { fingerprint, SemanticFields } from './fingerprint';
+import { IdempotencyError } from './idempotency.error';
+import { IdempotencyScope } from './scope';
+
+/** The response a scope remembers and replays: status, the headers worth replaying (Location), body. */
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** What an idempotent command produced: its response and, when it changed something, a reference to it. */
+export interface CommandResult extends StoredResponse {
+  effect?: { type: string; id: string };
+}
+
+export interface IdempotentRequest {
+  scope: IdempotencyScope;
+  /** The operation's declared semantic fields; their fingerprint decides "same request" vs "key reused". */
+  fields: SemanticFields;
+  retentionSeconds: number;
+  /** The deployment's region: recorded, since another region's store has its own scopes. */
+  region: string;
+}
+
+export type Claim =
+  | { kind: 'claimed' | 'reclaimed'; expiresAt: Date }
+  | { kind: 'replay'; response: StoredResponse; expiresAt: Date };
+
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/**
+ * Claims `request.scope` inside the caller's transaction, or finds the committed receipt to replay.
+ *
+ * The claim is an INSERT … ON CONFLICT DO NOTHING: while another transaction holds the same scope
+ * uncommitted, this statement waits on the unique index (bounded by the connection's lock_timeout,
+ * which becomes IDEMPOTENCY.IN_PROGRESS) and then sees the winner's committed receipt. An expired
+ * receipt is replaced by a conditional UPDATE, so racing re-executions after expiry also yield one.
+ * Database errors propagate: they never read as "no receipt".
+ */
+export async function claimScope(manager: EntityManager, request: IdempotentRequest): Promise<Claim> {
+  const { tenantId, operation, key } = request.scope;
+  const scope = [tenantId, operation, key];
+  const current = fingerprint(request.fields);
+  // A row can vanish between statements (swept after expiry); then the claim simply runs again.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const inserted = await whileClaiming(() =>
+      queryRows<{ expires_at: Date }>(
+        manager,
+        /* sql */ `
+        INSERT INTO idempotency_receipts
+          (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+        ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+        RETURNING expires_at`,
+        [...scope, current.value, current.version, request.region, request.retentionSeconds],
+      ),
+    );
+    if (inserted.rows.length) return { kind: 'claimed', expiresAt: inserted.rows[0].expires_at };
+
+    const { rows } = await queryRows<ReceiptRow & { expired: boolean }>(
+      manager,
+      /* sql */ `
+      SELECT fingerprint, fingerprint_version, response_status, response_headers, response_body, expires_at,
+             now() >= expires_at AS expired
+      FROM idempotency_receipts
+      WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+      scope,
+    );
+    const existing = rows[0];
+    if (!existing) continue;
+
+    if (existing.expired) {
+      const replaced = await whileClaiming(() =>
+        queryRows<{ expires_at: Date }>(
+          manager,
+          /* sql */ `
+          UPDATE idempotency_receipts
+          SET fingerprint = $4, fingerprint_version = $5, region = $6,
+              response_status = NULL, response_headers = NULL, response_body = NULL,
+              effect_type = NULL, effect_id = NULL, completed_at = NULL,
+              created_at = now(), expires_at = now() + make_interval(secs => $7)
+          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND now() >= expires_at
+          RETURNING expires_at`,
+          [...scope, current.value, current.version, request.region, request.retentionSeconds],
+        ),
+      );
+      if (replaced.rows.length) return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at };
+      continue;
+    }
+
+    if (fingerprint(request.fields, existing.fingerprint_version).value !== existing.fingerprint) {
+      throw new IdempotencyError('IDEMPOTENCY.KEY_REUSED', 'This Idempotency-Key was already used with a different request.');
+    }
+    return {
+      kind: 'replay',
+      expiresAt: existing.expires_at,
+      response: { status: existing.response_status, headers: existing.response_headers, body: existing.response_body },
+    };
+  }
+  throw new IdempotencyError('IDEMPOTENCY.IN_PROGRESS', 'The receipt for this key kept changing; retry shortly.');
+}
+
+/** Stores the command's response on the receipt this transaction claimed. */
+export async function completeReceipt(manager: EntityManager, scope: IdempotencyScope, result: CommandResult): Promise<void> {
+  const { affected } = await queryRows(
+    manager,
+    /* sql */ `
+    UPDATE idempotency_receipts
+    SET response_status = $4, response_headers = $5, response_body = $6,
+        effect_type = $7, effect_id = $8, completed_at = now()
+    WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+    [
+      scope.tenantId,
+      scope.operation,
+      scope.key,
+      result.status,
+      JSON.stringify(result.headers),
+      JSON.stringify(result.body),
+      result.effect?.type ?? null,
+      result.effect?.id ?? null,
+    ],
+  );
+  if (affected !== 1) throw new Error('the claimed receipt is missing from its own transaction');
+}
+
+interface ReceiptRow {
+  fingerprint: string;
+  fingerprint_version: number;
+  response_status: number;
+  response_headers: Record<string, string>;
+  response_body: unknown;
+  expires_at: Date;
+}
+
+async function whileClaiming<T>(statement: () => Promise<T>): Promise<T> {
+  try {
+    return await statement();
+  } catch (error) {
+    if (sqlState(error) === LOCK_NOT_AVAILABLE) {
+      throw new IdempotencyError(
+        'IDEMPOTENCY.IN_PROGRESS',
+        'A request with this Idempotency-Key is still being processed; retry after it finishes.',
+      );
+    }
+    throw error;
+  }
+}

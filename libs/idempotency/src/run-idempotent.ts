@@ -1,0 +1,28 @@
+import { EntityManager } from 'typeorm';
+import { claimScope, CommandResult, completeReceipt, IdempotentRequest, StoredResponse } from './receipt-store';
+
+/** `created`: first execution; `replayed`: the stored response; `re-executed`: the old receipt had expired. */
+export type IdempotencyOutcome = 'created' | 'replayed' | 're-executed';
+
+export interface IdempotentResponse {
+  outcome: IdempotencyOutcome;
+  response: StoredResponse;
+  expiresAt: Date;
+}
+
+/**
+ * Runs `execute` at most once per scope and retention window, inside the caller's transaction:
+ * claim the scope, execute, store the response on the receipt. The caller commits all of it
+ * together, or an exception rolls back the effect, its events and the receipt together.
+ */
+export async function runIdempotent(
+  manager: EntityManager,
+  request: IdempotentRequest,
+  execute: (manager: EntityManager) => Promise<CommandResult>,
+): Promise<IdempotentResponse> {
+  const claim = await claimScope(manager, request);
+  if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt };
+  const { effect, ...response } = await execute(manager);
+  await completeReceipt(manager, request.scope, { ...response, effect });
+  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt: claim.expiresAt };
+}

@@ -1,0 +1,67 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+
+export class CreateApiClientsReceiptsOutbox1764720000001 implements MigrationInterface {
+  name = 'CreateApiClientsReceiptsOutbox1764720000001';
+
+  async up(db: QueryRunner): Promise<void> {
+    // Only a SHA-256 of each key is kept: a leaked table cannot be replayed as credentials.
+    await db.query(/* sql */ `
+      CREATE TABLE api_clients (
+        id                 uuid PRIMARY KEY,
+        tenant_id          text NOT NULL,
+        name               text NOT NULL,
+        allowed_operations text[] NOT NULL,
+        key_sha256         bytea NOT NULL UNIQUE,
+        created_at         timestamptz NOT NULL DEFAULT now(),
+        revoked_at         timestamptz
+      )`);
+
+    // The scope is the composite key, column by column; never one concatenated string.
+    await db.query(/* sql */ `
+      CREATE TABLE idempotency_receipts (
+        tenant_id           text NOT NULL,
+        operation           text NOT NULL,
+        idempotency_key     text NOT NULL,
+        fingerprint         text NOT NULL,
+        fingerprint_version smallint NOT NULL,
+        region              text NOT NULL,
+        response_status     smallint,
+        response_headers    jsonb,
+        response_body       json, -- json, not jsonb: the replay is byte-for-byte the original body
+        effect_type         text,
+        effect_id           text,
+        created_at          timestamptz NOT NULL DEFAULT now(),
+        completed_at        timestamptz,
+        expires_at          timestamptz NOT NULL,
+        PRIMARY KEY (tenant_id, operation, idempotency_key)
+      )`);
+    await db.query(/* sql */ `CREATE INDEX idempotency_receipts_expires_idx ON idempotency_receipts (expires_at)`);
+
+    // The row id is the Kafka message-id, stable forever; sequence orders rows, never as a watermark.
+    await db.query(/* sql */ `
+      CREATE TABLE outbox_messages (
+        id            uuid PRIMARY KEY,
+        sequence      bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+        topic         text NOT NULL,
+        message_key   text NOT NULL,
+        event_type    text NOT NULL,
+        event_version smallint NOT NULL,
+        tenant_id     text NOT NULL,
+        payload       jsonb NOT NULL,
+        headers       jsonb NOT NULL DEFAULT '{}',
+        created_at    timestamptz NOT NULL DEFAULT now(),
+        published_at  timestamptz,
+        attempts      integer NOT NULL DEFAULT 0,
+        last_error    text
+      )`);
+    await db.query(/* sql */ `
+      CREATE INDEX outbox_messages_unpublished_idx ON outbox_messages (sequence) WHERE published_at IS NULL`);
+    await db.query(/* sql */ `CREATE INDEX outbox_messages_aggregate_idx ON outbox_messages (tenant_id, message_key)`);
+  }
+
+  async down(db: QueryRunner): Promise<void> {
+    await db.query(/* sql */ `DROP TABLE outbox_messages`);
+    await db.query(/* sql */ `DROP TABLE idempotency_receipts`);
+    await db.query(/* sql */ `DROP TABLE api_clients`);
+  }
+}
