@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { envFields } from '@app/platform';
 
-const seconds = (fallback: number) => z.coerce.number().int().min(1).max(365 * 24 * 3600).default(fallback);
+const retention = () => z.coerce.number().int().min(1).max(365 * 24 * 3600);
 const DAY = 24 * 3600;
 
 export const commandApiConfig = z
@@ -18,9 +18,10 @@ export const commandApiConfig = z
     READINESS_REQUIRES_KAFKA: envFields.flag(true),
     /** Recorded on every receipt: another region's deployment has its own store and scopes. */
     SERVICE_REGION: z.string().regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 of a-z, 0-9, -').default('local'),
-    IDEMPOTENCY_RETENTION_SECONDS: seconds(DAY),
-    IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: seconds(DAY).optional(),
-    IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL: seconds(DAY).optional(),
+    IDEMPOTENCY_RETENTION_SECONDS: retention().default(DAY),
+    /** Per-operation overrides of IDEMPOTENCY_RETENTION_SECONDS. */
+    IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: retention().optional(),
+    IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL: retention().optional(),
     /** How long a duplicate waits for the request holding its key before it gets 409 + Retry-After. */
     IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(5_000),
     /** 0 turns the in-process sweeper off (use `npm run ops -- receipts:sweep` from a scheduler instead). */

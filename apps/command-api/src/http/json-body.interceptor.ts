@@ -39,5 +39,8 @@ function bodyProblem(error: unknown) {
   if (type === 'charset.unsupported' || type === 'encoding.unsupported') {
     return problemException('REQUEST.UNSUPPORTED_MEDIA_TYPE', (error as Error).message);
   }
+  if (type === 'request.aborted') {
+    return problemException('REQUEST.INVALID', 'The client closed the connection before the body arrived.');
+  }
   return problemException('REQUEST.INVALID', 'The body is not valid JSON.');
 }

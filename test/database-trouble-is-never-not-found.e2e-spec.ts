@@ -1,0 +1,134 @@
+import { Client } from 'pg';
+import { fingerprint } from '@app/idempotency';
+import { ApiClientSession } from './support/command-api';
+import { RunningApp, startApp } from './support/apps';
+import { OrdersDb } from './support/orders-db';
+import { TcpProxy } from './support/tcp-proxy';
+import { testEnv } from './support/test-env';
+
+/** A second session on orders_test that holds locks the way a concurrent request would. */
+async function session(): Promise<Client> {
+  const client = new Client({ connectionString: testEnv.ordersUrl });
+  await client.connect();
+  return client;
+}
+
+describe('when the database cannot answer', () => {
+  const db = new OrdersDb();
+  afterAll(() => db.close());
+
+  it('answers 503 with Retry-After, executes nothing, and the retry executes once', async () => {
+    const url = new URL(testEnv.ordersUrl);
+    const proxy = await TcpProxy.start({ host: url.hostname, port: Number(url.port || 5432) });
+    url.port = String(proxy.port);
+    const api = await startApp('command-api', { ORDERS_DATABASE_URL: url.toString() });
+    try {
+      const { tenantId, apiKey } = await db.tenant();
+      const client = new ApiClientSession(api.url, apiKey);
+      expect((await client.createOrder('before', { sku: 'A', quantity: 1 })).status).toBe(201);
+
+      await proxy.cut();
+      const during = await client.createOrder('during', { sku: 'A', quantity: 1 });
+      expect(during.status).toBe(503);
+      expect(during.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(during.headers['retry-after']).toBeDefined();
+      expect(during.body.type).toBe('/problems/service-unavailable');
+      // An outage is not "unknown key": authentication failing on the database is a 503 too, never a 401.
+      expect((await new ApiClientSession(api.url, 'ik_' + 'x'.repeat(43)).createOrder('k', { sku: 'A', quantity: 1 })).status).toBe(503);
+      expect((await client.get('/v1/idempotency-receipts/orders.create/before')).status).toBe(503);
+      expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
+
+      await proxy.restore();
+      const retried = await client.createOrder('during', { sku: 'A', quantity: 1 });
+      expect(retried.status).toBe(201);
+      expect(retried.headers['idempotent-replayed']).toBeUndefined();
+      expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 2, outbox: 2 });
+    } finally {
+      await api.stop();
+      await proxy.cut();
+    }
+  });
+});
+
+describe('when the same scope is held by a transaction still in flight', () => {
+  let api: RunningApp;
+  const db = new OrdersDb();
+
+  beforeAll(async () => {
+    api = await startApp('command-api', { IDEMPOTENCY_LOCK_TIMEOUT_MS: '500' });
+  });
+  afterAll(async () => {
+    await api.stop();
+    await db.close();
+  });
+
+  it('a duplicate waits the bounded time, then gets 409 in-progress with Retry-After and changes nothing', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const holder = await session();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        /* sql */ `INSERT INTO idempotency_receipts (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
+                   VALUES ($1, 'orders.create', 'held', 'f', 1, 'local', now() + interval '1 hour')`,
+        [tenantId],
+      );
+      const started = Date.now();
+      const waiting = await new ApiClientSession(api.url, apiKey).createOrder('held', { sku: 'A', quantity: 1 });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+      expect(waiting.status).toBe(409);
+      expect(waiting.headers['retry-after']).toBe('1');
+      expect(waiting.body).toMatchObject({ type: '/problems/idempotency-request-in-progress', code: 'IDEMPOTENCY.IN_PROGRESS' });
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 0, outbox: 0 });
+    // The holder rolled back: the scope was never used, so the retry executes.
+    expect((await new ApiClientSession(api.url, apiKey).createOrder('held', { sku: 'A', quantity: 1 })).status).toBe(201);
+  });
+
+  it('a duplicate that is waiting when the holder commits replays the committed response', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const holder = await session();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        /* sql */ `INSERT INTO idempotency_receipts (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region,
+                     response_status, response_headers, response_body, expires_at)
+                   VALUES ($1, 'orders.create', 'handed-over', $2, 1, 'local', 201, '{"Location":"/v1/orders/x"}', '{"held":true}',
+                     now() + interval '1 hour')`,
+        [tenantId, fingerprint({ sku: 'A', quantity: 1, customerRef: null }).value],
+      );
+      const waiting = client.createOrder('handed-over', { sku: 'A', quantity: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      await holder.query('COMMIT');
+      const replay = await waiting;
+      expect(replay.status).toBe(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.body).toEqual({ held: true });
+      expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 1, outbox: 0 });
+    } finally {
+      await holder.end();
+    }
+  });
+
+  it('a lock wait on the order itself is a 503 to retry, not an in-progress duplicate', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const order = (await client.createOrder('place', { sku: 'A', quantity: 1 })).body;
+    const holder = await session();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [order.id]);
+      const blocked = await client.cancelOrder(order.id, 'cancel', { reason: 'r' });
+      expect(blocked.status).toBe(503);
+      expect(blocked.body.type).toBe('/problems/service-unavailable');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
+    expect((await client.cancelOrder(order.id, 'cancel', { reason: 'r' })).status).toBe(200);
+  });
+});

@@ -1,0 +1,76 @@
+import { spawnSync } from 'node:child_process';
+import { ApiClientSession } from './support/command-api';
+import { entryArgs, RunningApp, startApp } from './support/apps';
+import { OrdersDb } from './support/orders-db';
+
+const INJECT = { 'X-Fault-Injection': 'after-effect-before-receipt' };
+
+describe('a failure after the effect and before the receipt', () => {
+  let api: RunningApp;
+  const db = new OrdersDb();
+
+  beforeAll(async () => {
+    api = await startApp('command-api', { FAULT_INJECTION: 'true' });
+  });
+  afterAll(async () => {
+    await api.stop();
+    await db.close();
+  });
+
+  it('rolls back the order, its event and the receipt together; the retry then creates exactly one', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+
+    const failed = await client.createOrder('rolled-back', { sku: 'SKU-1', quantity: 1 }, INJECT);
+    expect(failed.status).toBe(500);
+    expect(failed.body).toMatchObject({ type: '/problems/injected-fault', code: 'FAULT.INJECTED' });
+    expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 0, outbox: 0 });
+
+    const retried = await client.createOrder('rolled-back', { sku: 'SKU-1', quantity: 1 });
+    expect(retried.status).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
+    expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
+  });
+
+  it('rolls back a cancellation the same way', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const order = (await client.createOrder('place', { sku: 'SKU-1', quantity: 1 })).body;
+
+    const failed = await client.cancelOrder(order.id, 'cancel', { reason: 'changed mind' }, INJECT);
+    expect(failed.status).toBe(500);
+    expect((await client.get(`/v1/orders/${order.id}`)).body.status).toBe('placed');
+    expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
+
+    const retried = await client.cancelOrder(order.id, 'cancel', { reason: 'changed mind' });
+    expect(retried).toMatchObject({ status: 200, body: { status: 'cancelled' } });
+    expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 2, outbox: 2 });
+  });
+});
+
+describe('the fault injection switch', () => {
+  const db = new OrdersDb();
+  afterAll(() => db.close());
+
+  it('cannot be turned on in production configuration', () => {
+    const result = spawnSync(process.execPath, entryArgs('apps/command-api/src/main.ts'), {
+      env: { ...process.env, NODE_ENV: 'production', FAULT_INJECTION: 'true' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toMatch(/FAULT_INJECTION: must not be enabled when NODE_ENV=production/);
+  });
+
+  it('is off by default: the header is ignored and the command commits', async () => {
+    const api = await startApp('command-api');
+    try {
+      const { tenantId, apiKey } = await db.tenant();
+      const response = await new ApiClientSession(api.url, apiKey).createOrder('k', { sku: 'A', quantity: 1 }, INJECT);
+      expect(response.status).toBe(201);
+      expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
+    } finally {
+      await api.stop();
+    }
+  });
+});

@@ -1,0 +1,113 @@
+import { ApiClientSession } from './support/command-api';
+import { RunningApp, startApp } from './support/apps';
+import { OrdersDb } from './support/orders-db';
+
+const RETENTION_SECONDS = 2;
+
+/** Waits until the scope's receipt has expired, using its exact expiresAt (the HTTP header has whole seconds). */
+async function waitForExpiry(client: ApiClientSession, key: string): Promise<void> {
+  const receipt = await client.get(`/v1/idempotency-receipts/orders.create/${key}`);
+  const wait = Date.parse(receipt.body.expiresAt) - Date.now();
+  // The receipt expires on the database clock; a little slack covers the distance between the two clocks.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, wait) + 200));
+}
+
+describe('the retention window is the boundary of "the same action"', () => {
+  let api: RunningApp;
+  const db = new OrdersDb();
+
+  beforeAll(async () => {
+    api = await startApp('command-api', {
+      IDEMPOTENCY_RETENTION_SECONDS: String(RETENTION_SECONDS),
+      RECEIPT_SWEEP_INTERVAL_SECONDS: '0',
+    });
+  });
+  afterAll(async () => {
+    await api.stop();
+    await db.close();
+  });
+
+  it('replays before expiry; at or after it the same key creates a new order and replaces the receipt', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const body = { sku: 'SKU-1', quantity: 2 };
+
+    const first = await client.createOrder('intent-a', body);
+    expect(first.status).toBe(201);
+    const expiresAt = Date.parse(first.headers['idempotency-expires'] as string);
+    expect(Math.abs(expiresAt - Date.parse(first.body.createdAt) - RETENTION_SECONDS * 1000)).toBeLessThan(1000);
+
+    const beforeExpiry = await client.createOrder('intent-a', body);
+    expect(beforeExpiry.headers['idempotent-replayed']).toBe('true');
+    expect(beforeExpiry.body.id).toBe(first.body.id);
+
+    await waitForExpiry(client, 'intent-a');
+    const receipt = await client.get('/v1/idempotency-receipts/orders.create/intent-a');
+    expect(receipt.body.status).toBe('expired');
+
+    const afterExpiry = await client.createOrder('intent-a', body);
+    expect(afterExpiry.status).toBe(201);
+    expect(afterExpiry.headers['idempotent-replayed']).toBeUndefined();
+    expect(afterExpiry.body.id).not.toBe(first.body.id);
+    expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 1, outbox: 2 });
+  });
+
+  it('after expiry a changed request is a new request, not a conflict; racing re-executions still make one', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const first = await client.createOrder('intent-b', { sku: 'SKU-1', quantity: 2 });
+    expect((await client.createOrder('intent-b', { sku: 'SKU-1', quantity: 3 })).status).toBe(422);
+
+    await waitForExpiry(client, 'intent-b');
+    const racing = await Promise.all(
+      Array.from({ length: 8 }, () => client.createOrder('intent-b', { sku: 'SKU-1', quantity: 3 })),
+    );
+    expect(racing.map((r) => r.status)).toEqual(Array(8).fill(201));
+    expect(racing.filter((r) => r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
+    expect(new Set(racing.map((r) => r.body.id)).size).toBe(1);
+    expect(racing[0].body.quantity).toBe(3);
+    expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 1, outbox: 2 });
+  });
+
+  it('the business rule outlives the receipt: customerRef stays unique after the receipt expired', async () => {
+    const { apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const first = await client.createOrder('ref-1', { sku: 'SKU-1', quantity: 1, customerRef: 'po-77' });
+    await waitForExpiry(client, 'ref-1');
+
+    const again = await client.createOrder('ref-1', { sku: 'SKU-1', quantity: 1, customerRef: 'po-77' });
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ type: '/problems/customer-ref-already-used', orderId: first.body.id });
+  });
+});
+
+describe('the receipt sweeper', () => {
+  const db = new OrdersDb();
+  afterAll(() => db.close());
+
+  it('deletes expired receipts in the background without touching live ones or the orders', async () => {
+    const api = await startApp('command-api', {
+      IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: '1',
+      IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL: '3600',
+      RECEIPT_SWEEP_INTERVAL_SECONDS: '1',
+      RECEIPT_SWEEP_BATCH_SIZE: '2',
+    });
+    try {
+      const { tenantId, apiKey } = await db.tenant();
+      const client = new ApiClientSession(api.url, apiKey);
+      const orders = await Promise.all([1, 2, 3, 4, 5].map((n) => client.createOrder(`k${n}`, { sku: 'S', quantity: n })));
+      await client.cancelOrder(orders[0].body.id, 'cancel-1', { reason: 'test' });
+      expect(await db.counts(tenantId)).toMatchObject({ orders: 5, receipts: 6 });
+
+      const deadline = Date.now() + 10_000;
+      while ((await db.counts(tenantId)).receipts > 1 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(await db.counts(tenantId)).toEqual({ orders: 5, receipts: 1, outbox: 6 });
+      const { rows } = await db.pool.query('SELECT operation FROM idempotency_receipts WHERE tenant_id = $1', [tenantId]);
+      expect(rows).toEqual([{ operation: 'orders.cancel' }]);
+    } finally {
+      await api.stop();
+    }
+  });
+});
