@@ -46,6 +46,15 @@ for app in "${apps[@]}"; do
 done
 
 api="http://$host:${ports[command-api]}"
+# A demo client for the sample request, kept across runs while its key still authenticates.
+key_file=.cache/demo-api-key
+if [ ! -s "$key_file" ] || [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$key_file")" "$api/v1/idempotency-receipts/orders.create/probe")" = 401 ]; then
+  node dist/apps/ops/src/main.js clients:create --tenant demo --name "npm start demo" --json \
+    | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8")).apiKey)' >"$key_file"
+fi
+demo_key=$(cat "$key_file")
+demo_idempotency_key="demo-$(date +%s)"
+
 cat <<MSG
 
 Running:
@@ -54,8 +63,15 @@ Running:
   fulfillment   http://$host:${ports[fulfillment]}
 Logs: $logs/<app>.log (JSON; pipe through 'npx pino-pretty' to read)
 
-Try:
-  curl -s $api/health/ready
+Try (a demo client of tenant "demo"; its key is kept in $key_file):
+  curl -si -X POST $api/v1/orders \\
+    -H "Authorization: Bearer $demo_key" \\
+    -H "Idempotency-Key: $demo_idempotency_key" \\
+    -H "Content-Type: application/json" \\
+    -d '{"sku":"SKU-1","quantity":2}'
+Send it twice: the second answer is the stored one (Idempotent-Replayed: true), and no second order
+exists. Change the quantity and keep the key: 422. A new key is a new order.
+More clients: npm run ops -- clients:create --tenant <id>
 
 Ctrl-C stops the apps.
 MSG
