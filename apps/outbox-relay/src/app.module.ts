@@ -1,8 +1,10 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { PrometheusModule } from '@willsoto/nestjs-prometheus';
 import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
-import { outboxRelayConfig } from './config';
+import { OutboxRelayConfig, outboxRelayConfig } from './config';
+import { RelayModule } from './relay/relay.module';
 
 @Module({
   imports: [
@@ -10,14 +12,17 @@ import { outboxRelayConfig } from './config';
     loggingModule('outbox-relay'),
     TypeOrmModule.forRootAsync({
       inject: [ConfigService],
-      useFactory: (config: ConfigService) =>
+      useFactory: (config: ConfigService<OutboxRelayConfig, true>) =>
         postgresOptions({
-          url: config.getOrThrow('ORDERS_DATABASE_URL'),
+          url: config.get('ORDERS_DATABASE_URL', { infer: true }),
           applicationName: 'outbox-relay',
-          poolSize: config.getOrThrow('DATABASE_POOL_SIZE'),
+          poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
+          statementTimeoutMs: 30_000,
         }),
     }),
+    PrometheusModule.register({ path: '/metrics' }),
     HealthModule.register({ database: 'orders', kafka: true }),
+    RelayModule,
   ],
 })
 export class AppModule {}

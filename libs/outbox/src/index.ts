@@ -1,1 +1,3 @@
 export * from './outbox-writer';
+export * from './key-hash';
+export * from './relay-store';

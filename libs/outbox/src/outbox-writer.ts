@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
+import { keyHash } from './key-hash';
 
 /** The channel an idle relay LISTENs on. PostgreSQL delivers the notification only on commit. */
 export const OUTBOX_CHANNEL = 'outbox_messages';
@@ -25,8 +26,8 @@ export async function addToOutbox(manager: EntityManager, event: OutboxEvent): P
   await manager.query(
     /* sql */ `
     WITH enqueued AS (
-      INSERT INTO outbox_messages (id, topic, message_key, event_type, event_version, tenant_id, payload, headers)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+      INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
+      VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)
       RETURNING id
     )
     SELECT pg_notify('${OUTBOX_CHANNEL}', '') FROM enqueued`,
@@ -39,6 +40,7 @@ export async function addToOutbox(manager: EntityManager, event: OutboxEvent): P
       event.tenantId,
       JSON.stringify(event.payload),
       JSON.stringify(event.headers ?? {}),
+      keyHash(event.key),
     ],
   );
   return messageId;

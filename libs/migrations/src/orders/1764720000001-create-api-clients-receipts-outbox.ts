@@ -44,6 +44,8 @@ export class CreateApiClientsReceiptsOutbox1764720000001 implements MigrationInt
         sequence      bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
         topic         text NOT NULL,
         message_key   text NOT NULL,
+        -- FNV-1a of message_key, computed by the writer: relays own shards of it (key_hash mod shards).
+        key_hash      bigint NOT NULL,
         event_type    text NOT NULL,
         event_version smallint NOT NULL,
         tenant_id     text NOT NULL,
@@ -52,14 +54,29 @@ export class CreateApiClientsReceiptsOutbox1764720000001 implements MigrationInt
         created_at    timestamptz NOT NULL DEFAULT now(),
         published_at  timestamptz,
         attempts      integer NOT NULL DEFAULT 0,
-        last_error    text
+        last_error    text,
+        -- Set when Kafka refused the message itself (e.g. too large): later rows of its key wait for an operator.
+        parked_at     timestamptz
       )`);
     await db.query(/* sql */ `
       CREATE INDEX outbox_messages_unpublished_idx ON outbox_messages (sequence) WHERE published_at IS NULL`);
     await db.query(/* sql */ `CREATE INDEX outbox_messages_aggregate_idx ON outbox_messages (tenant_id, message_key)`);
+    await db.query(/* sql */ `CREATE INDEX outbox_messages_published_idx ON outbox_messages (published_at) WHERE published_at IS NOT NULL`);
+    await db.query(/* sql */ `CREATE INDEX outbox_messages_parked_idx ON outbox_messages (message_key) WHERE parked_at IS NOT NULL`);
+
+    // Live relay instances and the shards each owns (ownership itself is a PostgreSQL advisory lock per shard).
+    await db.query(/* sql */ `
+      CREATE TABLE outbox_relay_instances (
+        instance_id  text PRIMARY KEY,
+        started_at   timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now(),
+        shards       integer[] NOT NULL DEFAULT '{}',
+        last_publish_at timestamptz
+      )`);
   }
 
   async down(db: QueryRunner): Promise<void> {
+    await db.query(/* sql */ `DROP TABLE outbox_relay_instances`);
     await db.query(/* sql */ `DROP TABLE outbox_messages`);
     await db.query(/* sql */ `DROP TABLE idempotency_receipts`);
     await db.query(/* sql */ `DROP TABLE api_clients`);

@@ -1,4 +1,4 @@
-import { Kafka, logLevel as KafkaLogLevel, LogEntry } from 'kafkajs';
+import { Kafka, logLevel as KafkaLogLevel, LogEntry, RetryOptions } from 'kafkajs';
 import type { Logger } from 'pino';
 
 export interface KafkaClientInput {
@@ -8,6 +8,7 @@ export interface KafkaClientInput {
   logger?: Logger;
   connectionTimeoutMs?: number;
   requestTimeoutMs?: number;
+  retry?: RetryOptions;
 }
 
 const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
@@ -25,7 +26,7 @@ export function createKafka(input: KafkaClientInput): Kafka {
     brokers: input.brokers,
     connectionTimeout: input.connectionTimeoutMs ?? 3_000,
     requestTimeout: input.requestTimeoutMs ?? 30_000,
-    retry: { initialRetryTime: 300, retries: 8, maxRetryTime: 10_000 },
+    retry: input.retry ?? { initialRetryTime: 300, retries: 8, maxRetryTime: 10_000 },
     logLevel: logger ? KafkaLogLevel.INFO : KafkaLogLevel.NOTHING,
     logCreator:
       () =>

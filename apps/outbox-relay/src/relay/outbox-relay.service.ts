@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { PinoLogger } from 'nestjs-pino';
+import { DataSource, QueryRunner } from 'typeorm';
+import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, parkMessage } from '@app/outbox';
+import { isDatabaseUnavailable } from '@app/platform';
+import { OutboxRelayConfig } from '../config';
+import { Backoff } from './backoff';
+import { KafkaPublisher } from './kafka-publisher';
+import { RelayMetrics } from './relay-metrics';
+import { ShardOwnership } from './shard-ownership';
+
+/**
+ * Publishes committed outbox rows to Kafka, at least once, in per-key order.
+ *
+ * One transaction per batch on the relay's own session: claim rows of owned shards
+ * (FOR UPDATE SKIP LOCKED, by sequence), publish, mark published, commit. A crash between send and
+ * commit republishes the batch with the same message-ids; consumers absorb that. While Kafka is
+ * down the batch rolls back (no attempt counted) and the relay backs off; rows stay put. It wakes
+ * on NOTIFY and polls as a fallback; a full batch is followed at once by the next (backlog drain).
+ */
+@Injectable()
+export class OutboxRelay implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly instanceId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  private readonly ownership: ShardOwnership;
+  private readonly backoff: Backoff;
+  private readonly settings: { shardCount: number; batchSize: number; pollMs: number; retentionSeconds: number; cleanupMs: number };
+  /** The relay's own connection: its shard locks, its LISTEN and its batches live and die together. */
+  private session?: QueryRunner;
+  private sessionLost = false;
+  private stopping = false;
+  private loop?: Promise<void>;
+  private wake?: () => void;
+  /** A NOTIFY that arrived while a batch was running: the next idle returns at once. */
+  private woken = false;
+  private cleanupTimer?: NodeJS.Timeout;
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly publisher: KafkaPublisher,
+    private readonly metrics: RelayMetrics,
+    private readonly logger: PinoLogger,
+    config: ConfigService<OutboxRelayConfig, true>,
+  ) {
+    logger.setContext(OutboxRelay.name);
+    const get = <K extends keyof OutboxRelayConfig>(key: K) => config.get(key, { infer: true }) as OutboxRelayConfig[K];
+    this.settings = {
+      shardCount: get('RELAY_SHARDS'),
+      batchSize: get('RELAY_BATCH_SIZE'),
+      pollMs: get('RELAY_POLL_INTERVAL_MS'),
+      retentionSeconds: get('OUTBOX_RETENTION_SECONDS'),
+      cleanupMs: get('OUTBOX_CLEANUP_INTERVAL_SECONDS') * 1000,
+    };
+    this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, get('RELAY_HEARTBEAT_MS'));
+    this.backoff = new Backoff(get('RELAY_BACKOFF_MIN_MS'), get('RELAY_BACKOFF_MAX_MS'));
+  }
+
+  onApplicationBootstrap(): void {
+    this.logger.info({ instanceId: this.instanceId, shards: this.settings.shardCount }, 'outbox relay starting');
+    this.loop = this.run();
+    if (this.settings.cleanupMs > 0) {
+      this.cleanupTimer = setInterval(() => void this.cleanup(), this.settings.cleanupMs).unref();
+    }
+  }
+
+  /** Finishes the batch in flight, gives the shards back, then lets Nest close the pool. */
+  async onApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.cleanupTimer);
+    this.signal();
+    await this.loop;
+    if (this.session && !this.sessionLost) {
+      await this.ownership.releaseAll(this.session.manager).catch(() => undefined);
+    }
+    await this.closeSession();
+    this.logger.info({ instanceId: this.instanceId }, 'outbox relay stopped; shards released');
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        const session = await this.openSession();
+        await this.ownership.maintain(session.manager);
+        this.metrics.ownedShards.set(this.ownership.shards().length);
+        const claimed = await this.publishBatch(session);
+        this.backoff.reset();
+        if (claimed < this.settings.batchSize) await this.idle(this.settings.pollMs);
+      } catch (error) {
+        const database = isDatabaseUnavailable(error) || this.sessionLost;
+        this.metrics.failures.inc({ cause: database ? 'database' : 'kafka' });
+        if (database) {
+          this.ownership.forget();
+          await this.closeSession();
+        } else {
+          this.metrics.kafkaUp.set(0);
+        }
+        const delay = this.backoff.next();
+        this.logger.warn({ err: error, retryInMs: delay }, database ? 'database unavailable; retrying' : 'publish failed; rows kept, retrying');
+        await this.idle(delay);
+      }
+    }
+  }
+
+  private async publishBatch(session: QueryRunner): Promise<number> {
+    const shards = this.ownership.shards();
+    if (!shards.length) return 0;
+    const started = process.hrtime.bigint();
+    await session.startTransaction();
+    try {
+      const rows = await claimBatch(session.manager, { shards, shardCount: this.settings.shardCount, limit: this.settings.batchSize });
+      if (!rows.length) {
+        await session.commitTransaction();
+        return 0;
+      }
+      const outcome = await this.publisher.publish(rows);
+      await markPublished(session.manager, outcome.published);
+      for (const { id, error } of outcome.rejected) {
+        await parkMessage(session.manager, id, error);
+        this.logger.error({ messageId: id, error }, 'Kafka refused an outbox message; parked it, its key waits for an operator');
+      }
+      await session.commitTransaction();
+      this.metrics.kafkaUp.set(1);
+      this.metrics.published.inc(outcome.published.length);
+      this.metrics.rejected.inc(outcome.rejected.length);
+      this.metrics.batchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      this.ownership.lastPublishAt = new Date();
+      return rows.length;
+    } catch (error) {
+      await session.rollbackTransaction().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async openSession(): Promise<QueryRunner> {
+    if (this.session && !this.sessionLost) return this.session;
+    const session = this.dataSource.createQueryRunner();
+    const client = (await session.connect()) as import('pg').PoolClient;
+    this.sessionLost = false;
+    const lost = () => {
+      this.sessionLost = true;
+      this.signal();
+    };
+    client.on('error', lost);
+    client.on('end', lost);
+    client.on('notification', () => this.signal());
+    await session.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
+    this.ownership.forget();
+    this.session = session;
+    return session;
+  }
+
+  private async closeSession(): Promise<void> {
+    const session = this.session;
+    this.session = undefined;
+    if (!session) return;
+    // A broken connection is dropped by the pool; a healthy one goes back without its LISTEN.
+    if (!this.sessionLost) await session.query(/* sql */ `UNLISTEN *`).catch(() => undefined);
+    await session.release().catch(() => undefined);
+  }
+
+  private signal(): void {
+    this.woken = true;
+    this.wake?.();
+  }
+
+  private idle(ms: number): Promise<void> {
+    if (this.stopping || this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        this.woken = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wake = done;
+    });
+  }
+
+  private async cleanup(): Promise<void> {
+    try {
+      const deleted = await deletePublishedBefore(this.dataSource.manager, { retentionSeconds: this.settings.retentionSeconds });
+      if (deleted) this.logger.info({ deleted }, 'deleted published outbox rows past OUTBOX_RETENTION_SECONDS');
+    } catch (error) {
+      this.logger.warn({ err: error }, 'outbox cleanup failed; the next run retries');
+    }
+  }
+}

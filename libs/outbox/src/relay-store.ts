@@ -1,0 +1,115 @@
+import { EntityManager } from 'typeorm';
+import { queryRows } from '@app/platform';
+
+export interface OutboxRow {
+  id: string;
+  sequence: string;
+  topic: string;
+  message_key: string;
+  event_type: string;
+  event_version: number;
+  tenant_id: string;
+  payload: unknown;
+  headers: Record<string, string>;
+  created_at: Date;
+}
+
+/**
+ * Locks the next unpublished rows of the given shards, oldest sequence first, inside the caller's
+ * transaction (`FOR UPDATE SKIP LOCKED`: rows another relay holds are skipped, never waited for).
+ * No watermark: a row whose transaction committed late, with a lower sequence, is still found.
+ * Keys with a parked row are held back, so a key's later events never overtake it.
+ */
+export async function claimBatch(
+  manager: EntityManager,
+  { shards, shardCount, limit }: { shards: number[]; shardCount: number; limit: number },
+): Promise<OutboxRow[]> {
+  const { rows } = await queryRows<OutboxRow>(
+    manager,
+    /* sql */ `
+    SELECT o.id, o.sequence, o.topic, o.message_key, o.event_type, o.event_version, o.tenant_id,
+           o.payload, o.headers, o.created_at
+    FROM outbox_messages o
+    WHERE o.published_at IS NULL
+      AND o.parked_at IS NULL
+      AND o.key_hash % $1 = ANY($2::int[])
+      AND NOT EXISTS (
+        SELECT 1 FROM outbox_messages p
+        WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL AND p.message_key = o.message_key
+      )
+    ORDER BY o.sequence
+    LIMIT $3
+    FOR UPDATE OF o SKIP LOCKED`,
+    [shardCount, shards, limit],
+  );
+  return rows;
+}
+
+/** Marks rows published in the caller's transaction; counted as one successful attempt each. */
+export async function markPublished(manager: EntityManager, ids: string[]): Promise<void> {
+  if (!ids.length) return;
+  await queryRows(
+    manager,
+    /* sql */ `UPDATE outbox_messages SET published_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+}
+
+/** Parks a row Kafka refused for its own sake (not an outage): kept, reported, and its key held back. */
+export async function parkMessage(manager: EntityManager, id: string, error: string): Promise<void> {
+  await queryRows(
+    manager,
+    /* sql */ `UPDATE outbox_messages SET parked_at = now(), attempts = attempts + 1, last_error = $2 WHERE id = $1`,
+    [id, error.slice(0, 2000)],
+  );
+}
+
+export interface OutboxBacklog {
+  unpublished: number;
+  parked: number;
+  oldestUnpublishedAgeSeconds: number | null;
+}
+
+export async function outboxBacklog(manager: EntityManager): Promise<OutboxBacklog> {
+  const { rows } = await queryRows<{ unpublished: string; parked: string; oldest_age: number | null }>(
+    manager,
+    /* sql */ `
+    SELECT count(*) AS unpublished,
+           count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked,
+           extract(epoch FROM now() - min(created_at))::float8 AS oldest_age
+    FROM outbox_messages WHERE published_at IS NULL`,
+  );
+  return {
+    unpublished: Number(rows[0].unpublished),
+    parked: Number(rows[0].parked),
+    oldestUnpublishedAgeSeconds: rows[0].oldest_age,
+  };
+}
+
+/**
+ * Deletes published rows older than `retentionSeconds`, `batchSize` at a time, each batch its own
+ * statement. The retention must cover the longest replay an operator may need.
+ */
+export async function deletePublishedBefore(
+  manager: EntityManager,
+  { retentionSeconds, batchSize = 1_000, maxBatches = 100 }: { retentionSeconds: number; batchSize?: number; maxBatches?: number },
+): Promise<number> {
+  let deleted = 0;
+  for (let batch = 0; batch < maxBatches; batch++) {
+    const { affected } = await queryRows(
+      manager,
+      /* sql */ `
+      DELETE FROM outbox_messages WHERE id IN (
+        SELECT id FROM outbox_messages
+        WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)
+        ORDER BY published_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      )`,
+      [retentionSeconds, batchSize],
+    );
+    deleted += affected;
+    if (affected < batchSize) break;
+  }
+  return deleted;
+}
