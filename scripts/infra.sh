@@ -14,13 +14,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache/infra"
 LIBS="$CACHE/kafka-libs"
 POM="$CACHE/kafka-pom/pom.xml"
-DATA="$CACHE/kafka-data"
-SERVER_PROPS="$CACHE/server.properties"
-LOG4J_PROPS="$CACHE/log4j.properties"
-PID_FILE="$CACHE/kafka.pid"
-KAFKA_LOG="$CACHE/kafka.log"
+# KAFKA_STATE_DIR lets a test run a second, private broker (its own ports, data, pid and log)
+# from the same cached jars; KAFKA_KEEP_DATA=1 restarts it without wiping its topics.
+STATE="${KAFKA_STATE_DIR:-$CACHE}"
+DATA="$STATE/kafka-data"
+SERVER_PROPS="$STATE/server.properties"
+LOG4J_PROPS="$STATE/log4j.properties"
+PID_FILE="$STATE/kafka.pid"
+KAFKA_LOG="$STATE/kafka.log"
 MVN_LOG="$CACHE/mvn.log"
-DOCKER_MARKER="$CACHE/kafka.docker"
+DOCKER_MARKER="$STATE/kafka.docker"
 PG_DOCKER_MARKER="$CACHE/postgres.docker"
 
 KAFKA_VERSION="3.9.1"
@@ -259,6 +262,9 @@ cluster_id() {
 
 # Tests want an empty broker: a fresh log dir on every start, formatted for a new cluster.
 format_storage() {
+  if [[ "${KAFKA_KEEP_DATA:-0}" == "1" && -f "$DATA/meta.properties" ]]; then
+    return 0
+  fi
   rm -rf "$DATA"
   mkdir -p "$DATA"
   if ! java -Dlog4j.configuration="file:$LOG4J_PROPS" -cp "$LIBS/*" kafka.tools.StorageTool \
@@ -330,7 +336,7 @@ kafka_start_docker() {
 }
 
 kafka_up() {
-  mkdir -p "$CACHE"
+  mkdir -p "$CACHE" "$STATE"
   local pid
   if pid="$(kafka_pid)"; then
     if port_open 127.0.0.1 "$KAFKA_PORT"; then

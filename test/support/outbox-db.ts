@@ -1,0 +1,43 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { Topics } from '@app/contracts';
+import { addToOutbox } from '@app/outbox';
+import { postgresOptions } from '@app/platform';
+import { testEnv } from './test-env';
+
+/** Writes outbox rows through the real writer, in transactions the test controls. */
+export class OutboxDb {
+  readonly dataSource = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-outbox', poolSize: 4 }));
+
+  async init(): Promise<this> {
+    await this.dataSource.initialize();
+    return this;
+  }
+
+  /** Adds one probe event per `[key, n]` in the caller's transaction; returns the message ids. */
+  static async add(manager: EntityManager, tenantId: string, events: [key: string, n: number][], payload: object = {}): Promise<string[]> {
+    const ids: string[] = [];
+    for (const [key, n] of events) {
+      ids.push(
+        await addToOutbox(manager, {
+          topic: Topics.orderEvents,
+          key,
+          type: 'RelayProbe',
+          version: 1,
+          tenantId,
+          payload: { key, n, ...payload },
+          headers: { traceparent: `00-${randomUUID().replace(/-/g, '')}-${'1'.repeat(16)}-01` },
+        }),
+      );
+    }
+    return ids;
+  }
+
+  async commit(tenantId: string, events: [key: string, n: number][], payload: object = {}): Promise<string[]> {
+    return this.dataSource.transaction((manager) => OutboxDb.add(manager, tenantId, events, payload));
+  }
+
+  async close(): Promise<void> {
+    await this.dataSource.destroy();
+  }
+}

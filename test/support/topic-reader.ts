@@ -1,0 +1,65 @@
+import { randomUUID } from 'node:crypto';
+import { Consumer, Kafka } from 'kafkajs';
+import { Headers, Topics } from '@app/contracts';
+
+export interface ReadMessage {
+  partition: number;
+  offset: string;
+  key: string;
+  value: any;
+  headers: Record<string, string>;
+}
+
+/**
+ * Reads a topic from the beginning with a consumer group of its own, keeping the messages of one
+ * tenant (by the `tenant-id` header) in the order each partition delivered them.
+ */
+export class TopicReader {
+  readonly messages: ReadMessage[] = [];
+  private consumer?: Consumer;
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly tenantId: string,
+    private readonly topic: string = Topics.orderEvents,
+  ) {}
+
+  async start(): Promise<void> {
+    this.consumer = this.kafka.consumer({ groupId: `e2e-reader-${randomUUID()}`, allowAutoTopicCreation: false });
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
+    await this.consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        const headers = Object.fromEntries(
+          Object.entries(message.headers ?? {}).map(([name, value]) => [name, value?.toString() ?? '']),
+        );
+        if (headers[Headers.tenantId] !== this.tenantId) return;
+        this.messages.push({
+          partition,
+          offset: message.offset,
+          key: message.key?.toString() ?? '',
+          value: JSON.parse(message.value!.toString()),
+          headers,
+        });
+      },
+    });
+  }
+
+  /** Waits until `predicate` holds for what was read, or fails after `timeoutMs`. */
+  async until(predicate: (messages: ReadMessage[]) => boolean, timeoutMs = 60_000): Promise<ReadMessage[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate(this.messages)) {
+      if (Date.now() > deadline) throw new Error(`timed out with ${this.messages.length} messages read`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return this.messages;
+  }
+
+  async stop(): Promise<void> {
+    await this.consumer?.disconnect();
+  }
+}
+
+export function messageIds(messages: ReadMessage[]): string[] {
+  return messages.map((m) => m.headers[Headers.messageId]);
+}
