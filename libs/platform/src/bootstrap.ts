@@ -1,10 +1,11 @@
 import { INestApplication, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
+import { PROBLEM_CONTENT_TYPE } from './http/problem';
 
 export interface HttpAppOptions<S extends z.ZodType> {
   name: string;
@@ -58,8 +59,23 @@ export function configureHttpApp(
   app.enableShutdownHooks();
   const builder = new DocumentBuilder().setTitle(options.name).setVersion('1');
   const document = SwaggerModule.createDocument(app, (options.describe?.(builder) ?? builder).build());
-  SwaggerModule.setup('docs', app, document);
+  SwaggerModule.setup('docs', app, errorsAsProblemJson(document));
   return app;
+}
+
+/** Every error is sent as application/problem+json (ProblemDetailsFilter): document it so, not as application/json. */
+function errorsAsProblemJson(document: OpenAPIObject): OpenAPIObject {
+  for (const path of Object.values(document.paths)) {
+    for (const method of ['get', 'put', 'post', 'delete', 'patch'] as const) {
+      for (const [status, response] of Object.entries(path[method]?.responses ?? {})) {
+        const content = response && 'content' in response ? response.content : undefined;
+        if (Number(status) < 400 || !content?.['application/json']) continue;
+        content[PROBLEM_CONTENT_TYPE] = content['application/json'];
+        delete content['application/json'];
+      }
+    }
+  }
+  return document;
 }
 
 /** Validates the environment before anything starts; prints one line and exits 1 when it is wrong. */

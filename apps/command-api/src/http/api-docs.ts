@@ -15,6 +15,7 @@ const problem = (status: number, description: string, headers?: Record<string, {
   ApiResponse({ status, description, type: ProblemDoc, headers });
 
 const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
+const wwwAuthenticate = { 'WWW-Authenticate': { description: 'Bearer', schema: { type: 'string' } } };
 
 export const idempotencyHeaders = {
   'Idempotency-Expires': {
@@ -31,7 +32,7 @@ export const idempotencyHeaders = {
 export const ApiAuthenticatedResponses = () =>
   applyDecorators(
     ApiBearerAuth(),
-    problem(401, 'Missing, unknown or revoked API key (checked before anything else).'),
+    problem(401, 'Missing, unknown or revoked API key (checked before anything else).', wwwAuthenticate),
     problem(403, 'The client is not allowed this operation.'),
     problem(503, 'The database did not answer. Retry later; nothing is reported as done.', retryAfter),
   );

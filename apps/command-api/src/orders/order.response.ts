@@ -5,7 +5,7 @@ import type { OrderStatus } from './order.entity';
 export class OrderResponse {
   @ApiProperty({ format: 'uuid' }) id: string;
   @ApiProperty({ example: 'SKU-1' }) sku: string;
-  @ApiProperty({ minimum: 1, maximum: 10000 }) quantity: number;
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: 10000 }) quantity: number;
   @ApiProperty({ type: String, nullable: true }) customerRef: string | null;
   @ApiProperty({ enum: ['placed', 'cancelled'] }) status: OrderStatus;
   @ApiProperty({ format: 'date-time' }) createdAt: string;

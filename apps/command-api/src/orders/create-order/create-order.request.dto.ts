@@ -7,7 +7,7 @@ export class CreateOrderRequest {
   @Matches(/^[A-Za-z0-9._-]{1,64}$/, { message: 'sku must be 1-64 characters of A-Z, a-z, 0-9, ".", "_", "-"' })
   sku: string;
 
-  @ApiProperty({ minimum: 1, maximum: 10000, example: 2 })
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: 10000, example: 2 })
   @IsInt()
   @Min(1)
   @Max(10000)

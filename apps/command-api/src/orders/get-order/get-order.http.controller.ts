@@ -22,6 +22,7 @@ export class GetOrderHttpController {
   @RequiresOperation(Operations.readOrders)
   @ApiOperation({ operationId: Operations.readOrders, summary: "Read one of your tenant's orders" })
   @ApiOkResponse({ type: OrderResponse })
+  @ApiResponse({ status: 400, type: ProblemDoc, description: 'The id is not a UUID.' })
   @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's." })
   @ApiAuthenticatedResponses()
   async get(@CurrentClient() client: ApiClient, @Param('id', orderIdPipe) id: string): Promise<OrderResponse> {
