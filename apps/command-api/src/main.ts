@@ -18,5 +18,9 @@ void runHttpApp({
           '(your tenant, the operation, the key) and the retention window (default 24 h, see Idempotency-Expires). ' +
           'Errors are RFC 9457 application/problem+json.',
       )
-      .addBearerAuth(),
+      .addBearerAuth({
+        type: 'http',
+        scheme: 'bearer',
+        description: 'An API key from `npm run ops -- clients:create --tenant <id>` (not a JWT).',
+      }),
 });

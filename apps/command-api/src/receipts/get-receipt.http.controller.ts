@@ -19,6 +19,7 @@ export class GetReceiptHttpController {
 
   @Get(':operation/:key')
   @ApiOperation({
+    operationId: 'idempotency-receipts.read',
     summary: 'What the service remembers for (your tenant, operation, key)',
     description:
       'Lets a client that lost a reply learn the outcome without resending. A request still in flight is ' +

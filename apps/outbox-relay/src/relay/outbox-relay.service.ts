@@ -82,6 +82,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnApplicationShutdow
   private async run(): Promise<void> {
     while (!this.stopping) {
       try {
+        // Topics exist before anything is published (and before consumers subscribe), also after an outage.
+        await this.publisher.ready();
         const session = await this.openSession();
         await this.ownership.maintain(session.manager);
         this.metrics.ownedShards.set(this.ownership.shards().length);
