@@ -1,10 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { entryArgs, RunningApp, startApp } from './support/apps';
-import { ApiClientSession } from './support/command-api';
+import { entryArgs } from './support/apps';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { http, HttpResult } from './support/http';
-import { OrdersDb } from './support/orders-db';
 import { testEnv } from './support/test-env';
 
 const root = join(__dirname, '..');
@@ -29,16 +28,8 @@ const neverIssuedKey = `ik_${'A'.repeat(43)}`;
  * reachable only with that tenant's key.
  */
 describe('authentication comes before any lookup', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api');
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture();
+  const { db } = suite;
 
   function expectUnauthenticated(response: HttpResult) {
     expect(response.status).toBe(401);
@@ -54,13 +45,13 @@ describe('authentication comes before any lookup', () => {
   const withoutInstance = ({ instance: _, ...rest }: Record<string, unknown>) => rest;
 
   function post(path: string, headers: Record<string, string>, body: unknown) {
-    return http(`${api.url}${path}`, { method: 'POST', headers, body });
+    return http(`${suite.api.url}${path}`, { method: 'POST', headers, body });
   }
 
   it('no credential, a malformed one, an unknown key and a revoked key are all the same 401, and nothing is learned', async () => {
     // Tenant A has an order made with key "intent-a"; every anonymous caller below aims at exactly that scope.
     const a = await db.tenant();
-    const owner = new ApiClientSession(api.url, a.apiKey);
+    const owner = new ApiClientSession(suite.api.url, a.apiKey);
     const body = { sku: 'SKU-1', quantity: 2, customerRef: 'ref-a' };
     const placed = await owner.createOrder('intent-a', body);
     expect(placed.status).toBe(201);
@@ -91,11 +82,11 @@ describe('authentication comes before any lookup', () => {
         (auth) => post(`/v1/orders/${orderId}/cancel`, { ...auth, 'Idempotency-Key': 'cancel-a' }, { reason: 'x' }),
         () => post(`/v1/orders/${randomUUID()}/cancel`, { 'Idempotency-Key': neverUsed }, { reason: 'x' }),
       ],
-      ["read of A's order", (auth) => http(`${api.url}/v1/orders/${orderId}`, { headers: auth }), () => http(`${api.url}/v1/orders/${randomUUID()}`)],
+      ["read of A's order", (auth) => http(`${suite.api.url}/v1/orders/${orderId}`, { headers: auth }), () => http(`${suite.api.url}/v1/orders/${randomUUID()}`)],
       [
         "A's receipt",
-        (auth) => http(`${api.url}/v1/idempotency-receipts/orders.create/intent-a`, { headers: auth }),
-        () => http(`${api.url}/v1/idempotency-receipts/orders.create/${neverUsed}`),
+        (auth) => http(`${suite.api.url}/v1/idempotency-receipts/orders.create/intent-a`, { headers: auth }),
+        () => http(`${suite.api.url}/v1/idempotency-receipts/orders.create/${neverUsed}`),
       ],
     ];
 
@@ -124,7 +115,7 @@ describe('authentication comes before any lookup', () => {
 
   it('a revoked key is refused from the next request on; the scope it tried stays unused for the tenant', async () => {
     const { tenantId, apiKey, clientId } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     expect((await client.createOrder('before-revocation', { sku: 'SKU-1', quantity: 1 })).status).toBe(201);
 
     revokeWithOpsCli(clientId);
@@ -133,7 +124,7 @@ describe('authentication comes before any lookup', () => {
     expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
 
     // A new client of the same tenant finds "after-revocation" unused: the 401 stored nothing.
-    const successor = new ApiClientSession(api.url, (await db.client(tenantId)).apiKey);
+    const successor = new ApiClientSession(suite.api.url, (await db.client(tenantId)).apiKey);
     const created = await successor.createOrder('after-revocation', { sku: 'SKU-1', quantity: 1 });
     expect(created.status).toBe(201);
     expect(created.headers['idempotent-replayed']).toBeUndefined();
@@ -158,7 +149,7 @@ describe('authentication comes before any lookup', () => {
 
   it('a client allowed only orders.create gets 403 everywhere else, before its body is read, and stores nothing', async () => {
     const { tenantId, apiKey } = await db.tenant(['orders.create']);
-    const creator = new ApiClientSession(api.url, apiKey);
+    const creator = new ApiClientSession(suite.api.url, apiKey);
     const placed = await creator.createOrder('place', { sku: 'SKU-1', quantity: 1 });
     expect(placed.status).toBe(201);
     const orderId: string = placed.body.id;
@@ -187,7 +178,7 @@ describe('authentication comes before any lookup', () => {
     expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
 
     // The 403 stored nothing under "cancel-1": a client of the tenant that may cancel uses it afresh.
-    const canceller = new ApiClientSession(api.url, (await db.client(tenantId, ['orders.cancel', 'orders.read'])).apiKey);
+    const canceller = new ApiClientSession(suite.api.url, (await db.client(tenantId, ['orders.cancel', 'orders.read'])).apiKey);
     const cancelled = await canceller.cancelOrder(orderId, 'cancel-1', { reason: 'allowed now' });
     expect(cancelled.status).toBe(200);
     expect(cancelled.headers['idempotent-replayed']).toBeUndefined();
@@ -198,8 +189,8 @@ describe('authentication comes before any lookup', () => {
   it("tenant B sending tenant A's key and body gets its own new order, never A's response", async () => {
     const a = await db.tenant();
     const b = await db.tenant();
-    const alice = new ApiClientSession(api.url, a.apiKey);
-    const bob = new ApiClientSession(api.url, b.apiKey);
+    const alice = new ApiClientSession(suite.api.url, a.apiKey);
+    const bob = new ApiClientSession(suite.api.url, b.apiKey);
     const body = { sku: 'SKU-1', quantity: 2, customerRef: 'shared-ref' };
 
     const first = await alice.createOrder('intent-a', body);

@@ -1,8 +1,6 @@
 import { connect } from 'node:net';
-import { RunningApp, startApp } from './support/apps';
-import { ApiClientSession } from './support/command-api';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { http } from './support/http';
-import { OrdersDb } from './support/orders-db';
 
 /**
  * The issue's table of bad inputs: every one is refused with its documented 4xx as problem+json, and
@@ -115,16 +113,8 @@ const badCancels: [string, BadInput & { orderId?: string }][] = [
 ];
 
 describe('bad input is refused and stores nothing', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api');
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture();
+  const { db } = suite;
 
   function expectProblem(response: Awaited<ReturnType<typeof http>>, row: BadInput) {
     expect({ status: response.status, contentType: response.headers['content-type'] }).toEqual({
@@ -146,7 +136,7 @@ describe('bad input is refused and stores nothing', () => {
   describe('POST /v1/orders with a bad Idempotency-Key', () => {
     it.each(badKeys)('%s -> 400 and nothing stored', async (_, row) => {
       const { tenantId, apiKey } = await db.tenant();
-      const response = await send(`${api.url}/v1/orders`, apiKey, row, row.key!);
+      const response = await send(`${suite.api.url}/v1/orders`, apiKey, row, row.key!);
       expectProblem(response, row);
       expect(response.body.detail).toMatch(/Idempotency-Key/);
       expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 0, outbox: 0 });
@@ -156,10 +146,10 @@ describe('bad input is refused and stores nothing', () => {
   describe('POST /v1/orders with a bad body (and a valid key)', () => {
     it.each(badCreateBodies)('%s -> documented 4xx, nothing stored, and the same key then works', async (_, row) => {
       const { tenantId, apiKey } = await db.tenant();
-      const client = new ApiClientSession(api.url, apiKey);
+      const client = new ApiClientSession(suite.api.url, apiKey);
       const key = 'intent-after-a-bad-body';
 
-      const refused = await send(`${api.url}/v1/orders`, apiKey, row, key);
+      const refused = await send(`${suite.api.url}/v1/orders`, apiKey, row, key);
       expectProblem(refused, row);
       expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 0, outbox: 0 });
       expect((await client.get(`/v1/idempotency-receipts/orders.create/${key}`)).status).toBe(404);
@@ -175,7 +165,7 @@ describe('bad input is refused and stores nothing', () => {
   describe('POST /v1/orders/{id}/cancel with bad input', () => {
     it.each(badCancels)('%s -> documented 4xx, the order untouched, and the same key then works', async (_, row) => {
       const { tenantId, apiKey } = await db.tenant();
-      const client = new ApiClientSession(api.url, apiKey);
+      const client = new ApiClientSession(suite.api.url, apiKey);
       const placed = await client.createOrder('place-it', validCreate);
       expect(placed.status).toBe(201);
       const orderId: string = placed.body.id;
@@ -183,7 +173,7 @@ describe('bad input is refused and stores nothing', () => {
       expect(before).toEqual({ orders: 1, receipts: 1, outbox: 1 });
 
       const key = row.key === undefined ? 'cancel-after-a-bad-request' : row.key;
-      const refused = await send(`${api.url}/v1/orders/${row.orderId ?? orderId}/cancel`, apiKey, row, key);
+      const refused = await send(`${suite.api.url}/v1/orders/${row.orderId ?? orderId}/cancel`, apiKey, row, key);
       expectProblem(refused, row);
       expect(await db.counts(tenantId)).toEqual(before);
       expect((await client.get(`/v1/orders/${orderId}`)).body).toMatchObject({ status: 'placed', cancelledAt: null });
@@ -201,7 +191,7 @@ describe('bad input is refused and stores nothing', () => {
 
   it('spaces around a key are HTTP whitespace, not part of it: " k " is the key "k"', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const first = await client.createOrder('k', validCreate);
     const padded = await client.createOrder(' k\t', validCreate);
     expect(first.status).toBe(201);
@@ -226,18 +216,18 @@ describe('bad input is refused and stores nothing', () => {
     // closed) before the app runs, so these get no problem+json; the app's own 0x21-0x7E rule is
     // what catches the tab, the space and non-ASCII above.
     for (const control of ['\x00', '\x01', '\x1b', '\x7f']) {
-      const reply = await rawRequest(api.url, [...head, `Idempotency-Key: intent${control}a`], body);
+      const reply = await rawRequest(suite.api.url, [...head, `Idempotency-Key: intent${control}a`], body);
       expect(reply.statusLine).toBe('HTTP/1.1 400 Bad Request');
     }
     // The same header twice is joined as "dup-1, dup-1" (a space): refused by the app, as problem+json.
-    const twice = await rawRequest(api.url, [...head, 'Idempotency-Key: dup-1', 'Idempotency-Key: dup-1'], body);
+    const twice = await rawRequest(suite.api.url, [...head, 'Idempotency-Key: dup-1', 'Idempotency-Key: dup-1'], body);
     expect(twice.statusLine).toBe('HTTP/1.1 400 Bad Request');
     expect(twice.head).toMatch(/^content-type: application\/problem\+json/im);
     expect(JSON.parse(twice.body)).toMatchObject({ type: INVALID, status: 400 });
 
     expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 0, outbox: 0 });
     // dup-1 itself stayed unused.
-    const valid = await new ApiClientSession(api.url, apiKey).createOrder('dup-1', validCreate);
+    const valid = await new ApiClientSession(suite.api.url, apiKey).createOrder('dup-1', validCreate);
     expect(valid.status).toBe(201);
     expect(valid.headers['idempotent-replayed']).toBeUndefined();
   });

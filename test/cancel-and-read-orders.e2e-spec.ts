@@ -1,8 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { RunningApp, startApp } from './support/apps';
-import { ApiClientSession } from './support/command-api';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { HttpResult } from './support/http';
-import { OrdersDb } from './support/orders-db';
 
 const PROBLEM_JSON = /^application\/problem\+json/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -15,16 +13,8 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
  * the receipt endpoint, and the outbox rows each command commits with its effect.
  */
 describe('cancelling and reading orders', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api');
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture();
+  const { db } = suite;
 
   async function placedOrder(client: ApiClientSession, body: object = { sku: 'SKU-1', quantity: 2 }): Promise<HttpResult> {
     const placed = await client.createOrder(`place-${randomUUID()}`, body);
@@ -51,7 +41,7 @@ describe('cancelling and reading orders', () => {
 
   it('cancels once: 200 with the cancelled order and one OrderCancelled event; the same key replays it', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const placed = await placedOrder(client);
     const orderId: string = placed.body.id;
 
@@ -89,7 +79,7 @@ describe('cancelling and reading orders', () => {
 
   it('a second cancel with a new key is 409 order-already-cancelled, stored and replayed; no second event', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const orderId: string = (await placedOrder(client)).body.id;
     const first = await client.cancelOrder(orderId, 'cancel-1', { reason: 'first' });
     expect(first.status).toBe(200);
@@ -119,7 +109,7 @@ describe('cancelling and reading orders', () => {
 
   it('cancelling an unknown order is 404, stored and replayed, with a receipt that shows it', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const unknown = randomUUID();
 
     const missing = await client.cancelOrder(unknown, 'cancel-unknown', { reason: 'no such order' });
@@ -140,8 +130,8 @@ describe('cancelling and reading orders', () => {
   it("cancelling another tenant's order is the same 404, and that order stays placed", async () => {
     const owner = await db.tenant();
     const intruder = await db.tenant();
-    const ownerClient = new ApiClientSession(api.url, owner.apiKey);
-    const intruderClient = new ApiClientSession(api.url, intruder.apiKey);
+    const ownerClient = new ApiClientSession(suite.api.url, owner.apiKey);
+    const intruderClient = new ApiClientSession(suite.api.url, intruder.apiKey);
     const placed = await placedOrder(ownerClient);
     const orderId: string = placed.body.id;
 
@@ -169,8 +159,8 @@ describe('cancelling and reading orders', () => {
   it("GET /v1/orders/{id}: 200 for your own order, 404 for another tenant's or an unknown one", async () => {
     const owner = await db.tenant();
     const other = await db.tenant();
-    const ownerClient = new ApiClientSession(api.url, owner.apiKey);
-    const otherClient = new ApiClientSession(api.url, other.apiKey);
+    const ownerClient = new ApiClientSession(suite.api.url, owner.apiKey);
+    const otherClient = new ApiClientSession(suite.api.url, other.apiKey);
     const placed = await placedOrder(ownerClient, { sku: 'SKU-7', quantity: 7, customerRef: 'po-7' });
 
     const own = await ownerClient.get(`/v1/orders/${placed.body.id}`);
@@ -204,8 +194,8 @@ describe('cancelling and reading orders', () => {
   it('customerRef is unique per tenant: a second create is 409 naming the order, stored and replayed; other tenants may use it', async () => {
     const a = await db.tenant();
     const b = await db.tenant();
-    const alice = new ApiClientSession(api.url, a.apiKey);
-    const bob = new ApiClientSession(api.url, b.apiKey);
+    const alice = new ApiClientSession(suite.api.url, a.apiKey);
+    const bob = new ApiClientSession(suite.api.url, b.apiKey);
 
     const first = await alice.createOrder('order-1', { sku: 'SKU-1', quantity: 1, customerRef: 'PO-1' });
     expect(first.status).toBe(201);
@@ -239,7 +229,7 @@ describe('cancelling and reading orders', () => {
 
   it('racing creates with different keys and one customerRef: one order, every other request 409 naming it', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const responses = await Promise.all(
       Array.from({ length: 10 }, (_, i) => client.createOrder(`race-${i}`, { sku: 'SKU-1', quantity: 1, customerRef: 'PO-RACE' })),
     );
@@ -255,7 +245,7 @@ describe('cancelling and reading orders', () => {
 
   it('GET /v1/idempotency-receipts/{operation}/{key} shows what is remembered, and 404 / 400 otherwise', async () => {
     const { apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     // Any key in 0x21-0x7E, including characters a path must percent-encode.
     const key = 'receipt:#1?x=%/y';
     const created = await client.createOrder(key, { sku: 'SKU-1', quantity: 3 });
@@ -297,7 +287,7 @@ describe('cancelling and reading orders', () => {
 
   it('the OrderPlaced outbox row carries the order, the event contract and the caller trace', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const traceId = randomBytes(16).toString('hex');
     const callerSpan = randomBytes(8).toString('hex');
 

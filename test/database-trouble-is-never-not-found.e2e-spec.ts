@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { fingerprint } from '@app/idempotency';
-import { ApiClientSession } from './support/command-api';
-import { RunningApp, startApp } from './support/apps';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
+import { startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
 import { TcpProxy } from './support/tcp-proxy';
 import { testEnv } from './support/test-env';
@@ -51,16 +51,8 @@ describe('when the database cannot answer', () => {
 });
 
 describe('when the same scope is held by a transaction still in flight', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api', { IDEMPOTENCY_LOCK_TIMEOUT_MS: '500' });
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture({ IDEMPOTENCY_LOCK_TIMEOUT_MS: '500' });
+  const { db } = suite;
 
   it('a duplicate waits the bounded time, then gets 409 in-progress with Retry-After and changes nothing', async () => {
     const { tenantId, apiKey } = await db.tenant();
@@ -73,7 +65,7 @@ describe('when the same scope is held by a transaction still in flight', () => {
         [tenantId],
       );
       const started = Date.now();
-      const waiting = await new ApiClientSession(api.url, apiKey).createOrder('held', { sku: 'A', quantity: 1 });
+      const waiting = await new ApiClientSession(suite.api.url, apiKey).createOrder('held', { sku: 'A', quantity: 1 });
       expect(Date.now() - started).toBeGreaterThanOrEqual(450);
       expect(waiting.status).toBe(409);
       expect(waiting.headers['retry-after']).toBe('1');
@@ -84,12 +76,12 @@ describe('when the same scope is held by a transaction still in flight', () => {
     }
     expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 0, outbox: 0 });
     // The holder rolled back: the scope was never used, so the retry executes.
-    expect((await new ApiClientSession(api.url, apiKey).createOrder('held', { sku: 'A', quantity: 1 })).status).toBe(201);
+    expect((await new ApiClientSession(suite.api.url, apiKey).createOrder('held', { sku: 'A', quantity: 1 })).status).toBe(201);
   });
 
   it('a duplicate that is waiting when the holder commits replays the committed response', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const holder = await session();
     try {
       await holder.query('BEGIN');
@@ -115,7 +107,7 @@ describe('when the same scope is held by a transaction still in flight', () => {
 
   it('a lock wait on the order itself is a 503 to retry, not an in-progress duplicate', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const order = (await client.createOrder('place', { sku: 'A', quantity: 1 })).body;
     const holder = await session();
     try {

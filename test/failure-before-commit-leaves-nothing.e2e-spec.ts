@@ -1,25 +1,17 @@
 import { spawnSync } from 'node:child_process';
-import { ApiClientSession } from './support/command-api';
-import { entryArgs, RunningApp, startApp } from './support/apps';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
+import { entryArgs, startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
 
 const INJECT = { 'X-Fault-Injection': 'after-effect-before-receipt' };
 
 describe('a failure after the effect and before the receipt', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api', { FAULT_INJECTION: 'true' });
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture({ FAULT_INJECTION: 'true' });
+  const { db } = suite;
 
   it('rolls back the order, its event and the receipt together; the retry then creates exactly one', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
 
     const failed = await client.createOrder('rolled-back', { sku: 'SKU-1', quantity: 1 }, INJECT);
     expect(failed.status).toBe(500);
@@ -34,7 +26,7 @@ describe('a failure after the effect and before the receipt', () => {
 
   it('rolls back a cancellation the same way', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const order = (await client.createOrder('place', { sku: 'SKU-1', quantity: 1 })).body;
 
     const failed = await client.cancelOrder(order.id, 'cancel', { reason: 'changed mind' }, INJECT);

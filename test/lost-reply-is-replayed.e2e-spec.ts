@@ -1,7 +1,5 @@
 import { connect } from 'node:net';
-import { ApiClientSession } from './support/command-api';
-import { RunningApp, startApp } from './support/apps';
-import { OrdersDb } from './support/orders-db';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
 
 /** Writes a request and hangs up as the first bytes of the reply arrive, without reading them. */
 async function sendAndDiscardReply(url: string, path: string, headers: Record<string, string>, body: string): Promise<void> {
@@ -18,24 +16,16 @@ async function sendAndDiscardReply(url: string, path: string, headers: Record<st
 }
 
 describe('a committed command whose reply the client never read', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api');
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture();
+  const { db } = suite;
 
   it('is replayed from a fresh connection, and the receipt tells the client without resending', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const body = { sku: 'SKU-9', quantity: 1 };
 
     await sendAndDiscardReply(
-      api.url,
+      suite.api.url,
       '/v1/orders',
       { Authorization: `Bearer ${apiKey}`, 'Idempotency-Key': 'committed-no-reply', 'Content-Type': 'application/json' },
       JSON.stringify(body),

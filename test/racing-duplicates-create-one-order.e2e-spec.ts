@@ -1,23 +1,13 @@
-import { ApiClientSession } from './support/command-api';
-import { RunningApp, startApp } from './support/apps';
-import { OrdersDb } from './support/orders-db';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
 
 /** The reference experiment's first finding, over HTTP and PostgreSQL: racing duplicates make one effect. */
 describe('racing duplicates of one command', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api', { DATABASE_POOL_SIZE: '70' });
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture({ DATABASE_POOL_SIZE: '70' });
+  const { db } = suite;
 
   it.each([8, 64])('%i concurrent identical requests, each on its own connection: 1 created, the rest replayed', async (n) => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
 
     const responses = await Promise.all(
       Array.from({ length: n }, () => client.createOrder('intent-a', { sku: 'SKU-1', quantity: 2 })),

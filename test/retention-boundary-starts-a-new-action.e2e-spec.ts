@@ -1,5 +1,5 @@
-import { ApiClientSession } from './support/command-api';
-import { RunningApp, startApp } from './support/apps';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
+import { startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
 
 const RETENTION_SECONDS = 2;
@@ -13,23 +13,15 @@ async function waitForExpiry(client: ApiClientSession, key: string): Promise<voi
 }
 
 describe('the retention window is the boundary of "the same action"', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api', {
+  const suite = commandApiFixture({
       IDEMPOTENCY_RETENTION_SECONDS: String(RETENTION_SECONDS),
       RECEIPT_SWEEP_INTERVAL_SECONDS: '0',
     });
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const { db } = suite;
 
   it('replays before expiry; at or after it the same key creates a new order and replaces the receipt', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const body = { sku: 'SKU-1', quantity: 2 };
 
     const first = await client.createOrder('intent-a', body);
@@ -54,8 +46,8 @@ describe('the retention window is the boundary of "the same action"', () => {
 
   it('after expiry a changed request is a new request, not a conflict; racing re-executions still make one', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
-    const first = await client.createOrder('intent-b', { sku: 'SKU-1', quantity: 2 });
+    const client = new ApiClientSession(suite.api.url, apiKey);
+    expect((await client.createOrder('intent-b', { sku: 'SKU-1', quantity: 2 })).status).toBe(201);
     expect((await client.createOrder('intent-b', { sku: 'SKU-1', quantity: 3 })).status).toBe(422);
 
     await waitForExpiry(client, 'intent-b');
@@ -71,7 +63,7 @@ describe('the retention window is the boundary of "the same action"', () => {
 
   it('the business rule outlives the receipt: customerRef stays unique after the receipt expired', async () => {
     const { apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const first = await client.createOrder('ref-1', { sku: 'SKU-1', quantity: 1, customerRef: 'po-77' });
     await waitForExpiry(client, 'ref-1');
 

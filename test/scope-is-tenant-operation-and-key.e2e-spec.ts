@@ -1,23 +1,13 @@
-import { ApiClientSession } from './support/command-api';
-import { RunningApp, startApp } from './support/apps';
-import { OrdersDb } from './support/orders-db';
+import { ApiClientSession, commandApiFixture } from './support/command-api';
 
 /** The reference experiment's second finding: meaning conflicts; tenant, operation and key each separate scopes. */
 describe('the scope of an idempotency key', () => {
-  let api: RunningApp;
-  const db = new OrdersDb();
-
-  beforeAll(async () => {
-    api = await startApp('command-api');
-  });
-  afterAll(async () => {
-    await api.stop();
-    await db.close();
-  });
+  const suite = commandApiFixture();
+  const { db } = suite;
 
   it('the same key with a changed quantity is a declared conflict and changes nothing', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     await client.createOrder('intent-a', { sku: 'SKU-1', quantity: 2 });
 
     const changed = await client.createOrder('intent-a', { sku: 'SKU-1', quantity: 3 });
@@ -29,7 +19,7 @@ describe('the scope of an idempotency key', () => {
 
   it('whitespace and field order are not meaning: a reformatted body replays', async () => {
     const { tenantId, apiKey } = await db.tenant();
-    const client = new ApiClientSession(api.url, apiKey);
+    const client = new ApiClientSession(suite.api.url, apiKey);
     const first = await client.createOrder('intent-a', '{"sku":"SKU-1","quantity":2}', { 'Content-Type': 'application/json' });
     const reformatted = await client.createOrder('intent-a', '{ "quantity" : 2,\n "sku": "SKU-1", "customerRef": null }', {
       'Content-Type': 'application/json',
@@ -43,8 +33,8 @@ describe('the scope of an idempotency key', () => {
   it('a different tenant, operation or key is a separate scope with its own effect', async () => {
     const north = await db.tenant();
     const south = await db.tenant();
-    const northClient = new ApiClientSession(api.url, north.apiKey);
-    const southClient = new ApiClientSession(api.url, south.apiKey);
+    const northClient = new ApiClientSession(suite.api.url, north.apiKey);
+    const southClient = new ApiClientSession(suite.api.url, south.apiKey);
 
     const original = await northClient.createOrder('intent-a', { sku: 'SKU-1', quantity: 2 });
     const otherTenant = await southClient.createOrder('intent-a', { sku: 'SKU-1', quantity: 2 });

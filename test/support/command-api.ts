@@ -1,3 +1,5 @@
+import { RunningApp, startApp } from './apps';
+import { OrdersDb } from './orders-db';
 import { http, HttpResult } from './http';
 
 /** A client of the command API holding one API key; every call opens its own connection. */
@@ -30,4 +32,27 @@ export class ApiClientSession {
   private auth() {
     return { Authorization: `Bearer ${this.apiKey}` };
   }
+}
+
+/**
+ * One command-api process and one OrdersDb for a describe block: started in beforeAll, stopped in
+ * afterAll. `api` is available inside the tests.
+ */
+export function commandApiFixture(env: Record<string, string> = {}): { readonly db: OrdersDb; readonly api: RunningApp } {
+  const db = new OrdersDb();
+  let running: RunningApp | undefined;
+  beforeAll(async () => {
+    running = await startApp('command-api', env);
+  });
+  afterAll(async () => {
+    await running?.stop();
+    await db.close();
+  });
+  return {
+    db,
+    get api() {
+      if (!running) throw new Error('the command-api of this suite has not started');
+      return running;
+    },
+  };
 }

@@ -25,6 +25,7 @@ export class TopicReader {
   ) {}
 
   async start(): Promise<void> {
+    await waitForTopic(this.kafka, this.topic);
     this.consumer = this.kafka.consumer({ groupId: `e2e-reader-${randomUUID()}`, allowAutoTopicCreation: false });
     await this.consumer.connect();
     await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
@@ -62,4 +63,24 @@ export class TopicReader {
 
 export function messageIds(messages: ReadMessage[]): string[] {
   return messages.map((m) => m.headers[Headers.messageId]);
+}
+
+/** Waits until `topic` exists with leaders (the relay creates it at start, a moment after it is live). */
+export async function waitForTopic(kafka: Kafka, topic: string, timeoutMs = 30_000): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const exists = (await admin.listTopics()).includes(topic);
+      if (exists) {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+        if (topics[0]?.partitions.every((p) => p.leader >= 0)) return;
+      }
+      if (Date.now() > deadline) throw new Error(`topic ${topic} did not appear within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    await admin.disconnect();
+  }
 }
