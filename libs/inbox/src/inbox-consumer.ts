@@ -1,0 +1,164 @@
+import { createHash } from 'node:crypto';
+import { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
+import { DeadLetterHeaders } from '@app/contracts';
+import { isDatabaseUnavailable, queryRows } from '@app/platform';
+import { InboxHandler, InboxOutcome, processOnce, remember } from './inbox';
+import { InboxMessage, MalformedMessage, toInboxMessage } from './inbox-message';
+
+export interface InboxConsumerOptions {
+  /** The consumer's name: its inbox key and its Kafka group id. */
+  name: string;
+  kafka: Kafka;
+  topics: string[];
+  dataSource: DataSource;
+  handler: InboxHandler;
+  deadLetterTopic: string;
+  /** Attempts before a failing message is dead-lettered. Database outages are not counted. */
+  maxAttempts: number;
+  retryDelayMs: (attempt: number) => number;
+  logger: Logger;
+  /** Called once per message with what became of it (for metrics). */
+  onOutcome?: (outcome: InboxOutcome | 'dead-lettered', message: InboxMessage) => void;
+  onLag?: (topic: string, partition: number, lag: number) => void;
+  /**
+   * One message per transaction, for handlers with an external effect (a webhook): a rolled-back
+   * batch must not have called the outside world for messages that then run again.
+   */
+  oneAtATime?: boolean;
+}
+
+/**
+ * A kafkajs consumer (eachBatch, no auto-commit) that hands each batch to `processOnce` and commits
+ * the Kafka offsets only after the database commit. A crash in between redelivers the batch, and
+ * the inbox turns the redelivery into duplicates. A message that keeps failing is retried
+ * `maxAttempts` times (alone, so it cannot hold good messages hostage), then sent to the dead-letter
+ * topic with its error and original coordinates, recorded, and the partition moves on.
+ */
+export class InboxConsumer {
+  private consumer?: Consumer;
+  private producer?: Producer;
+
+  constructor(private readonly options: InboxConsumerOptions) {}
+
+  async start(): Promise<void> {
+    const { kafka, name, topics } = this.options;
+    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    await this.producer.connect();
+    this.consumer = kafka.consumer({ groupId: name, allowAutoTopicCreation: false });
+    await this.consumer.connect();
+    for (const topic of topics) await this.consumer.subscribe({ topic, fromBeginning: true });
+    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
+  }
+
+  /** Stops fetching, lets the batch in flight finish its transaction, then leaves the group. */
+  async stop(): Promise<void> {
+    await this.consumer?.disconnect();
+    await this.producer?.disconnect();
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const messages = batch.messages.map((message) => toInboxMessage(batch.topic, batch.partition, message));
+    let next = 0;
+    while (next < messages.length && isRunning() && !isStale()) {
+      const rest = messages.slice(next);
+      const valid = rest.findIndex((message) => !message.messageId);
+      const chunk = rest.slice(0, valid < 0 ? rest.length : valid);
+      let done = 0;
+      if (chunk.length > 1 && !this.options.oneAtATime) {
+        try {
+          const outcomes = await processOnce(this.options.dataSource, this.options.name, chunk, this.options.handler);
+          outcomes.forEach((outcome, i) => this.options.onOutcome?.(outcome, chunk[i]));
+          done = chunk.length;
+        } catch (error) {
+          if (isDatabaseUnavailable(error)) throw error; // kafkajs retries the batch; no offset moves
+          // Something in the chunk fails: go on one message at a time to find it.
+        }
+      }
+      if (!done) {
+        if (!(await this.processAlone(rest[0], heartbeat, isRunning))) return;
+        done = 1;
+      }
+      next += done;
+      const last = messages[next - 1].offset;
+      await this.consumer!.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
+      resolveOffset(last);
+      await heartbeat();
+    }
+    this.options.onLag?.(batch.topic, batch.partition, Number(batch.offsetLag()));
+  }
+
+  /** One message with bounded attempts. False when the consumer is stopping (nothing committed). */
+  private async processAlone(message: InboxMessage, heartbeat: () => Promise<void>, isRunning: () => boolean): Promise<boolean> {
+    const { dataSource, name, handler, maxAttempts, retryDelayMs, logger } = this.options;
+    for (let attempt = 1; ; attempt++) {
+      if (!isRunning()) return false;
+      if (!message.messageId) {
+        await this.deadLetter(message, 'missing or malformed message-id header', attempt);
+        return true;
+      }
+      try {
+        const [outcome] = await processOnce(dataSource, name, [message], handler);
+        this.options.onOutcome?.(outcome, message);
+        return true;
+      } catch (error) {
+        const reason = (error as Error).message;
+        if (isDatabaseUnavailable(error)) {
+          attempt--; // the database is down, not the message: wait, do not count
+        } else if (error instanceof MalformedMessage || attempt >= maxAttempts) {
+          await this.deadLetter(message, reason, attempt);
+          return true;
+        }
+        logger.warn({ messageId: message.messageId, attempt, err: error }, 'message failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, retryDelayMs(Math.max(attempt, 1))));
+        await heartbeat();
+      }
+    }
+  }
+
+  private async deadLetter(message: InboxMessage, error: string, attempts: number): Promise<void> {
+    const { dataSource, name, deadLetterTopic, logger } = this.options;
+    const messageId = message.messageId ?? coordinatesId(message);
+    await this.producer!.send({
+      topic: deadLetterTopic,
+      acks: -1,
+      messages: [
+        {
+          key: message.key,
+          value: message.value,
+          headers: {
+            ...message.headers,
+            [DeadLetterHeaders.error]: error.slice(0, 1000),
+            [DeadLetterHeaders.consumer]: name,
+            [DeadLetterHeaders.originalTopic]: message.topic,
+            [DeadLetterHeaders.originalPartition]: String(message.partition),
+            [DeadLetterHeaders.originalOffset]: message.offset,
+            [DeadLetterHeaders.attempts]: String(attempts),
+          },
+        },
+      ],
+    });
+    await dataSource.transaction(async (manager) => {
+      await remember(manager, name, { ...message, messageId }, 'dead-lettered');
+      await queryRows(
+        manager,
+        /* sql */ `
+        INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type,
+                                  headers, payload, error, attempts)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        ON CONFLICT (consumer, message_id) DO NOTHING`,
+        [name, messageId, message.topic, message.partition, message.offset, message.key, message.eventType ?? null,
+          JSON.stringify(message.headers), message.value, error, attempts],
+      );
+    });
+    this.options.onOutcome?.('dead-lettered', message);
+    logger.error({ messageId, topic: message.topic, partition: message.partition, offset: message.offset, error, attempts }, 'message dead-lettered');
+  }
+}
+
+/** A stable id for a message that carries none, from its coordinates, so it is recorded once. */
+function coordinatesId(message: InboxMessage): string {
+  const hex = createHash('sha256').update(`${message.topic}:${message.partition}:${message.offset}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+}

@@ -1,0 +1,43 @@
+import type { KafkaMessage } from 'kafkajs';
+import { Headers } from '@app/contracts';
+
+/** A Kafka message as a consumer handler sees it: coordinates, key, headers as strings, raw value. */
+export interface InboxMessage {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string | null;
+  headers: Record<string, string>;
+  value: string | null;
+  /** The `message-id` header: the dedupe key. Undefined when the producer sent none (malformed). */
+  messageId?: string;
+  eventType?: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function toInboxMessage(topic: string, partition: number, message: KafkaMessage): InboxMessage {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.map(String).join(',') : value.toString();
+  }
+  const messageId = headers[Headers.messageId];
+  return {
+    topic,
+    partition,
+    offset: message.offset,
+    key: message.key?.toString() ?? null,
+    headers,
+    value: message.value?.toString() ?? null,
+    messageId: messageId && UUID.test(messageId) ? messageId.toLowerCase() : undefined,
+    eventType: headers[Headers.eventType],
+  };
+}
+
+/** A message that can never be handled as it is (bad payload, tenant mismatch): dead-lettered at once. */
+export class MalformedMessage extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MalformedMessage';
+  }
+}

@@ -1,0 +1,103 @@
+import { DataSource, EntityManager } from 'typeorm';
+import { queryRows } from '@app/platform';
+import { InboxMessage } from './inbox-message';
+
+/** `applied`: the handler changed state; `skipped`: understood but not for this consumer (unknown type, newer version). */
+export type HandlerOutcome = 'applied' | 'skipped';
+export type InboxOutcome = HandlerOutcome | 'duplicate';
+
+/** Applies one message's effect inside the consumer's transaction (`manager`). Throw to roll the batch back. */
+export type InboxHandler = (manager: EntityManager, message: InboxMessage) => Promise<HandlerOutcome>;
+
+/**
+ * Runs `handler` once per (consumer, message-id), for a batch, in ONE transaction of the consumer's
+ * own database: the inbox row is inserted ON CONFLICT DO NOTHING and the handler runs only when the
+ * row is new. The inbox rows and the effects commit together, or neither does; a message-id seen
+ * before (a relay republish, a replay, a redelivery after a crash) comes back `duplicate`.
+ * Commit the Kafka offsets only after this resolves.
+ */
+export function processOnce(
+  dataSource: DataSource,
+  consumer: string,
+  messages: InboxMessage[],
+  handler: InboxHandler,
+): Promise<InboxOutcome[]> {
+  return dataSource.transaction(async (manager) => {
+    const outcomes: InboxOutcome[] = [];
+    for (const message of messages) {
+      if (!(await remember(manager, consumer, message, 'applied'))) {
+        outcomes.push('duplicate');
+        continue;
+      }
+      const outcome = await handler(manager, message);
+      if (outcome === 'skipped') await setOutcome(manager, consumer, message.messageId!, 'skipped');
+      outcomes.push(outcome);
+    }
+    return outcomes;
+  });
+}
+
+/** Inserts the inbox row; false when this consumer already has one for the message-id. */
+export async function remember(
+  manager: EntityManager,
+  consumer: string,
+  message: InboxMessage,
+  outcome: HandlerOutcome | 'dead-lettered',
+): Promise<boolean> {
+  const { rows } = await queryRows(
+    manager,
+    /* sql */ `
+    INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (consumer, message_id) DO NOTHING
+    RETURNING message_id`,
+    [consumer, message.messageId, message.topic, message.partition, message.offset, message.eventType ?? null, outcome],
+  );
+  return rows.length === 1;
+}
+
+async function setOutcome(manager: EntityManager, consumer: string, messageId: string, outcome: string): Promise<void> {
+  await queryRows(manager, /* sql */ `UPDATE inbox_messages SET outcome = $3 WHERE consumer = $1 AND message_id = $2`, [
+    consumer,
+    messageId,
+    outcome,
+  ]);
+}
+
+/** Publishes this consumer's dedupe retention where an outbox replay can read it. */
+export async function declareRetention(manager: EntityManager, consumer: string, retentionSeconds: number): Promise<void> {
+  await queryRows(
+    manager,
+    /* sql */ `
+    INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, $2)
+    ON CONFLICT (consumer) DO UPDATE SET retention_seconds = EXCLUDED.retention_seconds, updated_at = now()`,
+    [consumer, retentionSeconds],
+  );
+}
+
+/**
+ * Forgets message-ids older than the retention, in batches. After this, a replay of such a message
+ * would apply again: that is why replays must not reach past the smallest inbox retention.
+ */
+export async function sweepInbox(
+  manager: EntityManager,
+  { consumer, retentionSeconds, batchSize = 1_000, maxBatches = 100 }: { consumer: string; retentionSeconds: number; batchSize?: number; maxBatches?: number },
+): Promise<number> {
+  let deleted = 0;
+  for (let batch = 0; batch < maxBatches; batch++) {
+    const { affected } = await queryRows(
+      manager,
+      /* sql */ `
+      DELETE FROM inbox_messages WHERE (consumer, message_id) IN (
+        SELECT consumer, message_id FROM inbox_messages
+        WHERE consumer = $1 AND received_at < now() - make_interval(secs => $2)
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+      )`,
+      [consumer, retentionSeconds, batchSize],
+    );
+    deleted += affected;
+    if (affected < batchSize) break;
+  }
+  return deleted;
+}

@@ -1,0 +1,3 @@
+export * from './inbox';
+export * from './inbox-consumer';
+export * from './inbox-message';
