@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka } from 'kafkajs';
+import { Kafka, Producer } from 'kafkajs';
+import { Headers, Topics } from '@app/contracts';
 import { createKafka } from '@app/platform';
 import { testEnv } from './test-env';
 
@@ -10,4 +11,58 @@ export function testKafka(clientId = 'e2e'): Kafka {
 /** A topic name no other run has used, so suites never see each other's messages. */
 export function uniqueTopic(purpose: string): string {
   return `e2e.${purpose}.${randomUUID().slice(0, 8)}`;
+}
+
+/** Creates the service's topics if the relay has not yet, as the relay would (6 partitions). */
+export async function ensureServiceTopics(kafka: Kafka): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const existing = new Set(await admin.listTopics());
+    const missing = Object.values(Topics).filter((topic) => !existing.has(topic));
+    if (missing.length) {
+      await admin
+        .createTopics({ topics: missing.map((topic) => ({ topic, numPartitions: 6 })), waitForLeaders: true })
+        .catch((error) => {
+          if (!/already exists/i.test(String(error?.message))) throw error;
+        });
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export interface OrderEventInput {
+  messageId?: string;
+  type: string;
+  version?: number;
+  tenantId: string;
+  key: string;
+  payload: unknown;
+  /** Sent as the value as it is, for malformed payloads. */
+  rawValue?: string;
+}
+
+/** Produces an order event as the relay would, with the relay's headers. Returns its message-id. */
+export async function produceOrderEvent(producer: Producer, event: OrderEventInput): Promise<string> {
+  const messageId = event.messageId ?? randomUUID();
+  await producer.send({
+    topic: Topics.orderEvents,
+    acks: -1,
+    messages: [
+      {
+        key: event.key,
+        value: event.rawValue ?? JSON.stringify(event.payload),
+        headers: {
+          [Headers.messageId]: messageId,
+          [Headers.eventType]: event.type,
+          [Headers.eventVersion]: String(event.version ?? 1),
+          [Headers.tenantId]: event.tenantId,
+          [Headers.aggregateId]: event.key,
+          [Headers.occurredAt]: new Date().toISOString(),
+        },
+      },
+    ],
+  });
+  return messageId;
 }

@@ -39,7 +39,7 @@ export class TopicReader {
           partition,
           offset: message.offset,
           key: message.key?.toString() ?? '',
-          value: JSON.parse(message.value!.toString()),
+          value: parseOrRaw(message.value?.toString() ?? ''),
           headers,
         });
       },
@@ -82,5 +82,14 @@ export async function waitForTopic(kafka: Kafka, topic: string, timeoutMs = 30_0
     }
   } finally {
     await admin.disconnect();
+  }
+}
+
+/** Dead-lettered messages may carry payloads that are not JSON: keep those as text. */
+function parseOrRaw(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
   }
 }

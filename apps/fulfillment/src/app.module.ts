@@ -1,8 +1,10 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { PrometheusModule } from '@willsoto/nestjs-prometheus';
 import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
-import { fulfillmentConfig } from './config';
+import { FulfillmentConfig, fulfillmentConfig } from './config';
+import { FulfillmentConsumer } from './shipments/fulfillment-consumer.service';
 
 @Module({
   imports: [
@@ -10,14 +12,17 @@ import { fulfillmentConfig } from './config';
     loggingModule('fulfillment'),
     TypeOrmModule.forRootAsync({
       inject: [ConfigService],
-      useFactory: (config: ConfigService) =>
+      useFactory: (config: ConfigService<FulfillmentConfig, true>) =>
         postgresOptions({
-          url: config.getOrThrow('FULFILLMENT_DATABASE_URL'),
+          url: config.get('FULFILLMENT_DATABASE_URL', { infer: true }),
           applicationName: 'fulfillment',
-          poolSize: config.getOrThrow('DATABASE_POOL_SIZE'),
+          poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
+          statementTimeoutMs: 30_000,
         }),
     }),
+    PrometheusModule.register({ path: '/metrics' }),
     HealthModule.register({ database: 'fulfillment', kafka: true }),
   ],
+  providers: [FulfillmentConsumer],
 })
 export class AppModule {}

@@ -27,6 +27,10 @@ export interface InboxConsumerOptions {
    * batch must not have called the outside world for messages that then run again.
    */
   oneAtATime?: boolean;
+  /** How long the group waits for a silent member (a killed process) before giving its partitions away. */
+  sessionTimeoutMs?: number;
+  /** Test-only: runs after a database commit and before its offset commit (the crash window). */
+  afterDatabaseCommit?: () => void;
 }
 
 /**
@@ -46,7 +50,11 @@ export class InboxConsumer {
     const { kafka, name, topics } = this.options;
     this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
     await this.producer.connect();
-    this.consumer = kafka.consumer({ groupId: name, allowAutoTopicCreation: false });
+    this.consumer = kafka.consumer({
+      groupId: name,
+      allowAutoTopicCreation: false,
+      sessionTimeout: this.options.sessionTimeoutMs ?? 30_000,
+    });
     await this.consumer.connect();
     for (const topic of topics) await this.consumer.subscribe({ topic, fromBeginning: true });
     await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
@@ -81,6 +89,7 @@ export class InboxConsumer {
         done = 1;
       }
       next += done;
+      this.options.afterDatabaseCommit?.();
       const last = messages[next - 1].offset;
       await this.consumer!.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
       resolveOffset(last);

@@ -10,7 +10,7 @@ export class CreateShipments1764720000000 implements MigrationInterface {
         tenant_id    text NOT NULL,
         order_id     uuid NOT NULL,
         sku          text NOT NULL,
-        quantity     integer NOT NULL,
+        quantity     integer NOT NULL CHECK (quantity > 0),
         status       text NOT NULL CHECK (status IN ('pending', 'cancelled')),
         message_id   uuid NOT NULL,
         created_at   timestamptz NOT NULL DEFAULT now(),
