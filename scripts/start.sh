@@ -9,8 +9,11 @@ echo "Building..."
 npx nest build
 node dist/apps/ops/src/main.js db:migrate
 
-apps=(command-api outbox-relay fulfillment)
-declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OUTBOX_RELAY_PORT:-3001}" [fulfillment]="${FULFILLMENT_PORT:-3002}")
+apps=(command-api outbox-relay fulfillment notifier)
+declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OUTBOX_RELAY_PORT:-3001}" [fulfillment]="${FULFILLMENT_PORT:-3002}" [notifier]="${NOTIFIER_PORT:-3003}")
+# Where the notifier POSTs each OrderPlaced. Nothing listens at the default: point it at a real
+# receiver, or its deliveries are retried and then dead-lettered (docs/notifier.md).
+export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:3099/webhooks/orders}"
 host="${HOST:-127.0.0.1}"
 logs=.cache/logs
 mkdir -p "$logs"
@@ -61,6 +64,7 @@ Running:
   command-api   $api        (OpenAPI: $api/docs)
   outbox-relay  http://$host:${ports[outbox-relay]}
   fulfillment   http://$host:${ports[fulfillment]}
+  notifier      http://$host:${ports[notifier]}     (webhooks to $WEBHOOK_URL)
 Logs: $logs/<app>.log (JSON; pipe through 'npx pino-pretty' to read)
 
 Try (a demo client of tenant "demo"; its key is kept in $key_file):

@@ -28,9 +28,9 @@ describe('relay housekeeping', () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     await outbox.commit(tenantId, Array.from({ length: 500 }, (_, i) => [`k-${i % 10}`, i] as [string, number]));
     const exit = await relay.stop('SIGTERM');
+    expect(relay.output()).not.toMatch(/producer is disconnected|"level":50/);
 
     expect(exit.signal === 'SIGTERM' || exit.code === 0).toBe(true);
-    expect(relay.output()).toContain('outbox relay stopped; shards released');
     expect((await locks())[0].n).toBe(0);
     expect((await instances()).filter((id) => !before.includes(id))).toEqual([]);
     // Whatever it had claimed was either published and marked, or left for the next relay: never half-marked.

@@ -4,12 +4,13 @@ import { join } from 'node:path';
 
 const root = join(__dirname, '..', '..');
 
-export type AppName = 'command-api' | 'outbox-relay' | 'fulfillment';
+export type AppName = 'command-api' | 'outbox-relay' | 'fulfillment' | 'notifier';
 
 const portVariable: Record<AppName, string> = {
   'command-api': 'COMMAND_API_PORT',
   'outbox-relay': 'OUTBOX_RELAY_PORT',
   fulfillment: 'FULFILLMENT_PORT',
+  notifier: 'NOTIFIER_PORT',
 };
 
 export interface Exit {

@@ -9,6 +9,7 @@ export default async function globalSetup(): Promise<void> {
   const databases: [DatabaseName, string][] = [
     ['orders', testEnv.ordersUrl],
     ['fulfillment', testEnv.fulfillmentUrl],
+    ['notifier', testEnv.notifierUrl],
   ];
   for (const [name, url] of databases) {
     await recreate(url);

@@ -5,6 +5,7 @@
 export const testEnv = {
   ordersUrl: process.env.TEST_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/orders_test',
   fulfillmentUrl: process.env.TEST_FULFILLMENT_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/fulfillment_test',
+  notifierUrl: process.env.TEST_NOTIFIER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/notifier_test',
   kafkaBrokers: process.env.TEST_KAFKA_BROKERS ?? process.env.KAFKA_BROKERS ?? '127.0.0.1:9092',
 };
 
@@ -12,4 +13,5 @@ process.env.NODE_ENV = 'test';
 process.env.LOG_LEVEL = process.env.TEST_LOG_LEVEL ?? 'silent';
 process.env.ORDERS_DATABASE_URL = testEnv.ordersUrl;
 process.env.FULFILLMENT_DATABASE_URL = testEnv.fulfillmentUrl;
+process.env.NOTIFIER_DATABASE_URL = testEnv.notifierUrl;
 process.env.KAFKA_BROKERS = testEnv.kafkaBrokers;

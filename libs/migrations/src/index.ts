@@ -4,11 +4,13 @@ import { CreateOrders1764720000000 } from './orders/1764720000000-create-orders'
 import { CreateApiClientsReceiptsOutbox1764720000001 } from './orders/1764720000001-create-api-clients-receipts-outbox';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
+import { CreateWebhookDeliveries1764720000200 } from './notifier/1764720000200-create-webhook-deliveries';
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
 export const migrationSets = {
   orders: [CreateOrders1764720000000, CreateApiClientsReceiptsOutbox1764720000001],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100],
+  notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200],
 } as const;
 
 export type DatabaseName = keyof typeof migrationSets;

@@ -1,4 +1,4 @@
-import { Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap, BeforeApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
@@ -11,7 +11,7 @@ import { CommandApiConfig } from '../config';
  * never waits for the sweeper: a claim treats `now() >= expires_at` as forgotten either way.
  */
 @Injectable()
-export class ReceiptSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
+export class ReceiptSweeper implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
 
@@ -28,7 +28,7 @@ export class ReceiptSweeper implements OnApplicationBootstrap, OnApplicationShut
     if (seconds > 0) this.timer = setInterval(() => void this.sweep(), seconds * 1000).unref();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
   }

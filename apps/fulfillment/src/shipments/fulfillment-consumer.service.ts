@@ -1,4 +1,4 @@
-import { Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap, BeforeApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
@@ -14,7 +14,7 @@ export const CONSUMER = 'fulfillment';
 
 /** Consumes order events into shipments, once per message-id (libs/inbox), and forgets ids after INBOX_RETENTION_SECONDS. */
 @Injectable()
-export class FulfillmentConsumer implements OnApplicationBootstrap, OnApplicationShutdown {
+export class FulfillmentConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly messages = new Counter({
     name: 'fulfillment_messages_total',
     help: 'Messages by what became of them: applied, skipped, duplicate, dead-lettered',
@@ -60,7 +60,7 @@ export class FulfillmentConsumer implements OnApplicationBootstrap, OnApplicatio
     if (sweepSeconds > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepSeconds * 1000).unref();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);
     await this.starting;

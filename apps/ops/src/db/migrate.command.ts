@@ -7,6 +7,7 @@ import { OpsConfig } from '../config';
 const urls: Record<DatabaseName, keyof OpsConfig> = {
   orders: 'ORDERS_DATABASE_URL',
   fulfillment: 'FULFILLMENT_DATABASE_URL',
+  notifier: 'NOTIFIER_DATABASE_URL',
 };
 
 interface MigrateOptions {
@@ -14,7 +15,7 @@ interface MigrateOptions {
   json?: boolean;
 }
 
-@Command({ name: 'db:migrate', description: 'Apply pending migrations to the orders and fulfillment databases' })
+@Command({ name: 'db:migrate', description: 'Apply pending migrations to the orders, fulfillment and notifier databases' })
 export class MigrateCommand extends CommandRunner {
   constructor(private readonly config: ConfigService<OpsConfig, true>) {
     super();
@@ -42,7 +43,7 @@ export class MigrateCommand extends CommandRunner {
 
   @Option({
     flags: '-d, --database <name>',
-    description: 'orders, fulfillment or all',
+    description: 'orders, fulfillment, notifier or all',
     defaultValue: 'all',
   })
   parseDatabase(value: string): string {

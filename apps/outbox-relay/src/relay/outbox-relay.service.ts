@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap, BeforeApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
@@ -23,7 +23,7 @@ import { ShardOwnership } from './shard-ownership';
  * on NOTIFY and polls as a fallback; a full batch is followed at once by the next (backlog drain).
  */
 @Injectable()
-export class OutboxRelay implements OnApplicationBootstrap, OnApplicationShutdown {
+export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly instanceId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly ownership: ShardOwnership;
   private readonly backoff: Backoff;
@@ -66,8 +66,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnApplicationShutdow
     }
   }
 
-  /** Finishes the batch in flight, gives the shards back, then lets Nest close the pool. */
-  async onApplicationShutdown(): Promise<void> {
+  /**
+   * Finishes the batch in flight and gives the shards back. Before-shutdown, so the database pool and
+   * the producer (closed in onApplicationShutdown) are still there for that batch.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearInterval(this.cleanupTimer);
     this.signal();

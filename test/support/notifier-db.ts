@@ -1,0 +1,61 @@
+import { Pool } from 'pg';
+import { testEnv } from './test-env';
+
+export interface DeliveryRow {
+  message_id: string;
+  tenant_id: string;
+  order_id: string;
+  url: string;
+  status_code: number;
+  attempts: number;
+}
+
+/** Direct reads of notifier_test, to check what the notifier recorded. */
+export class NotifierDb {
+  readonly pool = new Pool({ connectionString: testEnv.notifierUrl, max: 2 });
+
+  async deliveries(tenantId: string): Promise<DeliveryRow[]> {
+    const { rows } = await this.pool.query(
+      `SELECT message_id, tenant_id, order_id, url, status_code, attempts
+       FROM webhook_deliveries WHERE tenant_id = $1 ORDER BY delivered_at`,
+      [tenantId],
+    );
+    return rows;
+  }
+
+  async delivery(messageId: string): Promise<DeliveryRow[]> {
+    const { rows } = await this.pool.query(
+      'SELECT message_id, tenant_id, order_id, url, status_code, attempts FROM webhook_deliveries WHERE message_id = $1',
+      [messageId],
+    );
+    return rows;
+  }
+
+  async inbox(messageId: string): Promise<{ consumer: string; outcome: string }[]> {
+    const { rows } = await this.pool.query('SELECT consumer, outcome FROM inbox_messages WHERE message_id = $1', [messageId]);
+    return rows;
+  }
+
+  async deadLetters(messageId: string): Promise<{ consumer: string; error: string; attempts: number; kafka_partition: number; kafka_offset: string }[]> {
+    const { rows } = await this.pool.query(
+      'SELECT consumer, error, attempts, kafka_partition, kafka_offset FROM dead_letters WHERE message_id = $1',
+      [messageId],
+    );
+    return rows;
+  }
+
+  /** Polls `read` until `done` holds, or fails after `timeoutMs`. */
+  async until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await read();
+      if (done(value)) return value;
+      if (Date.now() > deadline) throw new Error(`timed out; last value ${JSON.stringify(value)}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+}

@@ -1,0 +1,66 @@
+import { createServer, IncomingHttpHeaders, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+
+export interface ReceivedWebhook {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  idempotencyKey: string | undefined;
+  body: any;
+  /** What this request was answered with (or would have been: the caller may have given up waiting). */
+  status: number;
+}
+
+/** How to answer one request: a status, optionally after a delay (to outlast the caller's timeout). */
+export type Reply = number | { status: number; delayMs: number };
+
+/**
+ * A real HTTP server playing the webhook receiver: it records every request and answers each
+ * `Idempotency-Key` with the replies scripted for it, in order, then 200.
+ */
+export class WebhookReceiver {
+  readonly requests: ReceivedWebhook[] = [];
+  private readonly scripts = new Map<string, Reply[]>();
+  private server?: Server;
+  url = '';
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        let body: unknown = text;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          // kept as text
+        }
+        const key = req.headers['idempotency-key'] as string | undefined;
+        const reply: Reply = (key ? this.scripts.get(key)?.shift() : undefined) ?? 200;
+        const { status, delayMs } = typeof reply === 'number' ? { status: reply, delayMs: 0 } : reply;
+        this.requests.push({ method: req.method!, path: req.url!, headers: req.headers, idempotencyKey: key, body, status });
+        setTimeout(() => {
+          if (res.destroyed) return;
+          res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ status }));
+        }, delayMs);
+      });
+    });
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/webhooks/orders`;
+  }
+
+  /** The next requests carrying `idempotencyKey` get these replies, in order; later ones get 200. */
+  script(idempotencyKey: string, replies: Reply[]): void {
+    this.scripts.set(idempotencyKey, [...replies]);
+  }
+
+  forTenant(tenantId: string): ReceivedWebhook[] {
+    return this.requests.filter((r) => r.body?.tenantId === tenantId);
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
