@@ -21,6 +21,8 @@ export type Reply = number | { status: number; delayMs: number };
 export class WebhookReceiver {
   readonly requests: ReceivedWebhook[] = [];
   private readonly scripts = new Map<string, Reply[]>();
+  private readonly seen = new Set<string>();
+  private firstReplies: Reply[] = [];
   private server?: Server;
   url = '';
 
@@ -37,6 +39,10 @@ export class WebhookReceiver {
           // kept as text
         }
         const key = req.headers['idempotency-key'] as string | undefined;
+        if (key && !this.seen.has(key)) {
+          this.seen.add(key);
+          if (!this.scripts.has(key) && this.firstReplies.length) this.scripts.set(key, [...this.firstReplies]);
+        }
         const reply: Reply = (key ? this.scripts.get(key)?.shift() : undefined) ?? 200;
         const { status, delayMs } = typeof reply === 'number' ? { status: reply, delayMs: 0 } : reply;
         this.requests.push({ method: req.method!, path: req.url!, headers: req.headers, idempotencyKey: key, body, status });
@@ -53,6 +59,11 @@ export class WebhookReceiver {
   /** The next requests carrying `idempotencyKey` get these replies, in order; later ones get 200. */
   script(idempotencyKey: string, replies: Reply[]): void {
     this.scripts.set(idempotencyKey, [...replies]);
+  }
+
+  /** Every key not scripted otherwise gets these replies first (for keys the test cannot know ahead). */
+  scriptEveryNewKey(replies: Reply[]): void {
+    this.firstReplies = [...replies];
   }
 
   forTenant(tenantId: string): ReceivedWebhook[] {
