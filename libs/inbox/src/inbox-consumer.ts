@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { DeadLetterHeaders } from '@app/contracts';
 import { isDatabaseUnavailable, queryRows } from '@app/platform';
-import { InboxHandler, InboxOutcome, processOnce, remember } from './inbox';
+import { declareRetention, InboxHandler, InboxOutcome, processOnce, remember, sweepInbox } from './inbox';
 import { InboxMessage, MalformedMessage, toInboxMessage } from './inbox-message';
 
 export interface InboxConsumerOptions {
@@ -27,6 +27,10 @@ export interface InboxConsumerOptions {
    * batch must not have called the outside world for messages that then run again.
    */
   oneAtATime?: boolean;
+  /** How long this consumer remembers message-ids: published for the ops replay, enforced by the sweep. */
+  retentionSeconds: number;
+  /** How often older inbox rows are deleted; 0 never. */
+  sweepIntervalSeconds: number;
   /** How long the group waits for a silent member (a killed process) before giving its partitions away. */
   sessionTimeoutMs?: number;
   /** Test-only: runs after a database commit and before its offset commit (the crash window). */
@@ -43,10 +47,65 @@ export interface InboxConsumerOptions {
 export class InboxConsumer {
   private consumer?: Consumer;
   private producer?: Producer;
+  private starting?: Promise<void>;
+  private sweepTimer?: NodeJS.Timeout;
+  private stopped = false;
+  private wake?: () => void;
 
   constructor(private readonly options: InboxConsumerOptions) {}
 
-  async start(): Promise<void> {
+  /**
+   * Publishes the retention, starts consuming — retrying while the broker is down or the topic does
+   * not exist yet (the relay creates it) — and sweeps the inbox every `sweepIntervalSeconds`.
+   */
+  async run(): Promise<void> {
+    const { dataSource, name, retentionSeconds, sweepIntervalSeconds } = this.options;
+    await declareRetention(dataSource.manager, name, retentionSeconds);
+    this.starting = this.startWhenKafkaAnswers();
+    if (sweepIntervalSeconds > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepIntervalSeconds * 1000).unref();
+  }
+
+  /** Stops fetching, lets the batch in flight finish its transaction, then leaves the group. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.sweepTimer);
+    this.wake?.();
+    await this.starting;
+    await this.disconnect();
+  }
+
+  private async startWhenKafkaAnswers(): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.connect();
+        this.options.logger.info({ consumer: this.options.name, topics: this.options.topics }, 'consuming');
+        return;
+      } catch (error) {
+        const delay = Math.min(10_000, 250 * 2 ** Math.min(attempt, 6));
+        this.options.logger.warn({ err: error, retryInMs: delay }, 'cannot start consuming yet; retrying');
+        await this.disconnect().catch(() => undefined);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+    }
+  }
+
+  private async sweep(): Promise<void> {
+    const { dataSource, name, retentionSeconds, logger } = this.options;
+    try {
+      const deleted = await sweepInbox(dataSource.manager, { consumer: name, retentionSeconds });
+      if (deleted) logger.info({ deleted }, 'forgot message-ids past the inbox retention');
+    } catch (error) {
+      logger.warn({ err: error }, 'inbox sweep failed; the next run retries');
+    }
+  }
+
+  private async connect(): Promise<void> {
     const { kafka, name, topics } = this.options;
     this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
     await this.producer.connect();
@@ -60,8 +119,7 @@ export class InboxConsumer {
     await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
   }
 
-  /** Stops fetching, lets the batch in flight finish its transaction, then leaves the group. */
-  async stop(): Promise<void> {
+  private async disconnect(): Promise<void> {
     await this.consumer?.disconnect();
     await this.producer?.disconnect();
   }

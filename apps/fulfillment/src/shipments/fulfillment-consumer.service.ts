@@ -5,7 +5,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { Topics } from '@app/contracts';
-import { declareRetention, InboxConsumer, sweepInbox } from '@app/inbox';
+import { InboxConsumer } from '@app/inbox';
 import { createKafka } from '@app/platform';
 import { FulfillmentConfig } from '../config';
 import { handleOrderEvent } from './fulfillment.handler';
@@ -22,19 +22,14 @@ export class FulfillmentConsumer implements OnApplicationBootstrap, BeforeApplic
   });
   private readonly lag = new Gauge({ name: 'fulfillment_consumer_lag', help: 'Messages behind the partition end', labelNames: ['topic', 'partition'] });
   private readonly consumer: InboxConsumer;
-  private readonly retentionSeconds: number;
-  private sweepTimer?: NodeJS.Timeout;
-  private starting?: Promise<void>;
-  private stopped = false;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
-    private readonly logger: PinoLogger,
-    private readonly config: ConfigService<FulfillmentConfig, true>,
+    @InjectDataSource() dataSource: DataSource,
+    logger: PinoLogger,
+    config: ConfigService<FulfillmentConfig, true>,
   ) {
     logger.setContext(FulfillmentConsumer.name);
     const get = <K extends keyof FulfillmentConfig>(key: K) => config.get(key, { infer: true }) as FulfillmentConfig[K];
-    this.retentionSeconds = get('INBOX_RETENTION_SECONDS');
     const [min, max] = [get('FULFILLMENT_RETRY_MIN_MS'), get('FULFILLMENT_RETRY_MAX_MS')];
     this.consumer = new InboxConsumer({
       name: CONSUMER,
@@ -47,48 +42,19 @@ export class FulfillmentConsumer implements OnApplicationBootstrap, BeforeApplic
       retryDelayMs: (attempt) => Math.min(max, min * 2 ** (attempt - 1)),
       logger: logger.logger,
       onOutcome: (outcome) => this.messages.inc({ outcome }),
+      retentionSeconds: get('INBOX_RETENTION_SECONDS'),
+      sweepIntervalSeconds: get('INBOX_SWEEP_INTERVAL_SECONDS'),
       sessionTimeoutMs: get('KAFKA_SESSION_TIMEOUT_MS'),
       onLag: (topic, partition, lag) => this.lag.set({ topic, partition: String(partition) }, lag),
       afterDatabaseCommit: get('CRASH_AFTER_DATABASE_COMMIT') ? () => process.kill(process.pid, 'SIGKILL') : undefined,
     });
   }
 
-  async onApplicationBootstrap(): Promise<void> {
-    await declareRetention(this.dataSource.manager, CONSUMER, this.retentionSeconds);
-    this.starting = this.startWhenKafkaAnswers();
-    const sweepSeconds = this.config.get('INBOX_SWEEP_INTERVAL_SECONDS', { infer: true });
-    if (sweepSeconds > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepSeconds * 1000).unref();
+  onApplicationBootstrap(): Promise<void> {
+    return this.consumer.run();
   }
 
-  async beforeApplicationShutdown(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.sweepTimer);
-    await this.starting;
-    await this.consumer.stop();
-  }
-
-  /** The topic may not exist yet (the relay creates it) and the broker may be down: keep trying. */
-  private async startWhenKafkaAnswers(): Promise<void> {
-    for (let attempt = 1; !this.stopped; attempt++) {
-      try {
-        await this.consumer.start();
-        this.logger.info({ topics: [Topics.orderEvents] }, 'consuming');
-        return;
-      } catch (error) {
-        const delay = Math.min(10_000, 250 * 2 ** Math.min(attempt, 6));
-        this.logger.warn({ err: error, retryInMs: delay }, 'cannot start consuming yet; retrying');
-        await this.consumer.stop().catch(() => undefined);
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
-    }
-  }
-
-  private async sweep(): Promise<void> {
-    try {
-      const deleted = await sweepInbox(this.dataSource.manager, { consumer: CONSUMER, retentionSeconds: this.retentionSeconds });
-      if (deleted) this.logger.info({ deleted }, 'forgot message-ids past INBOX_RETENTION_SECONDS');
-    } catch (error) {
-      this.logger.warn({ err: error }, 'inbox sweep failed; the next run retries');
-    }
+  beforeApplicationShutdown(): Promise<void> {
+    return this.consumer.stop();
   }
 }
