@@ -18,6 +18,16 @@ const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
   [KafkaLogLevel.DEBUG]: 'debug',
 };
 
+/**
+ * kafkajs logs every error response from a broker ("Response Metadata(...)") at ERROR, even the
+ * ones it retries itself, such as a coordinator still loading after a broker start. What really
+ * fails reaches our code as a thrown error, which is logged there; the response itself is a warning.
+ */
+function levelOf(level: KafkaLogLevel, message: string): 'error' | 'warn' | 'info' | 'debug' {
+  if (level === KafkaLogLevel.ERROR && message.startsWith('Response ')) return 'warn';
+  return levels[level] ?? 'info';
+}
+
 /** A kafkajs client whose logs go through the app's pino logger instead of stdout noise. */
 export function createKafka(input: KafkaClientInput): Kafka {
   const logger = input.logger?.child({ component: 'kafkajs' });
@@ -32,7 +42,7 @@ export function createKafka(input: KafkaClientInput): Kafka {
       () =>
       ({ level, log }: LogEntry) => {
         const { message, ...extra } = log;
-        logger?.[levels[level] ?? 'info'](extra, message);
+        logger?.[levelOf(level, message)](extra, message);
       },
   });
 }
