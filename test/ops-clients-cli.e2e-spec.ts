@@ -1,47 +1,9 @@
-import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import { entryArgs, RunningApp, startApp } from './support/apps';
+import { RunningApp, startApp } from './support/apps';
 import { ApiClientSession } from './support/command-api';
+import { json, ops, OpsRun } from './support/ops-cli';
 import { OrdersDb } from './support/orders-db';
 import { testEnv } from './support/test-env';
-
-const root = join(__dirname, '..');
-
-interface OpsRun {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * Runs the real ops CLI from source, as an operator would (`npm run ops -- <args>`), against
- * orders_test. Asynchronous (not spawnSync) so that independent runs can overlap: each one boots
- * ts-node and Nest for about a second and a half.
- */
-function ops(args: string[], env: Record<string, string> = {}): Promise<OpsRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...entryArgs('apps/ops/src/main.ts'), ...args], {
-      cwd: root,
-      env: { ...process.env, ORDERS_DATABASE_URL: testEnv.ordersUrl, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.once('error', reject);
-    child.once('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
-
-/** The one JSON line a `--json` command prints, or a failure that shows what it printed instead. */
-function json(run: OpsRun): any {
-  if (run.status !== 0) throw new Error(`ops exited ${run.status}: ${run.stderr}`);
-  const lines = run.stdout.trim().split('\n');
-  expect(lines).toHaveLength(1);
-  return JSON.parse(lines[0]);
-}
 
 const tenantName = () => `ops-${randomUUID().slice(0, 8)}`;
 

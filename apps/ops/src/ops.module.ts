@@ -4,12 +4,20 @@ import { ClientsCreateCommand } from './clients/clients-create.command';
 import { ClientsListCommand } from './clients/clients-list.command';
 import { ClientsRevokeCommand } from './clients/clients-revoke.command';
 import { opsConfig } from './config';
+import { ConsumerDatabases } from './consumer-databases';
 import { MigrateCommand } from './db/migrate.command';
 import { OrdersDatabaseModule } from './orders-database.module';
 import { ReceiptsSweepCommand } from './receipts/receipts-sweep.command';
 
 @Module({
   imports: [validatedConfig(opsConfig), OrdersDatabaseModule],
-  providers: [MigrateCommand, ClientsCreateCommand, ClientsListCommand, ClientsRevokeCommand, ReceiptsSweepCommand],
+  providers: [
+    ConsumerDatabases,
+    MigrateCommand,
+    ClientsCreateCommand,
+    ClientsListCommand,
+    ClientsRevokeCommand,
+    ReceiptsSweepCommand,
+  ],
 })
 export class OpsModule {}

@@ -1,3 +1,4 @@
 export * from './outbox-writer';
 export * from './key-hash';
 export * from './relay-store';
+export * from './kafka-message';

@@ -1,9 +1,9 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { IHeaders, Kafka, KafkaJSProtocolError, Message, Partitioners, Producer } from 'kafkajs';
+import { Kafka, KafkaJSProtocolError, Message, Partitioners, Producer } from 'kafkajs';
 import { PinoLogger } from 'nestjs-pino';
-import { Headers, Topics } from '@app/contracts';
-import { OutboxRow } from '@app/outbox';
+import { Topics } from '@app/contracts';
+import { OutboxRow, toKafkaMessage } from '@app/outbox';
 import { createKafka } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 
@@ -13,20 +13,6 @@ const REJECTED_FOR_ITS_OWN_SAKE = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO
 export interface PublishOutcome {
   published: string[];
   rejected: { id: string; error: string }[];
-}
-
-/** Every header a consumer may rely on; `message-id` is the outbox row id, stable forever. */
-export function toKafkaMessage(row: OutboxRow): Message {
-  const headers: IHeaders = {
-    ...row.headers,
-    [Headers.messageId]: row.id,
-    [Headers.eventType]: row.event_type,
-    [Headers.eventVersion]: String(row.event_version),
-    [Headers.tenantId]: row.tenant_id,
-    [Headers.aggregateId]: row.message_key,
-    [Headers.occurredAt]: row.created_at.toISOString(),
-  };
-  return { key: row.message_key, value: JSON.stringify(row.payload), headers };
 }
 
 /**
