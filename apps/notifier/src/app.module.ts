@@ -1,8 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { PrometheusModule } from '@willsoto/nestjs-prometheus';
-import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
 import { NotifierConfig, notifierConfig } from './config';
 import { NotifierConsumer } from './webhooks/notifier-consumer.service';
 
@@ -20,7 +19,7 @@ import { NotifierConsumer } from './webhooks/notifier-consumer.service';
           statementTimeoutMs: 30_000,
         }),
     }),
-    PrometheusModule.register({ path: '/metrics' }),
+    MetricsModule,
     HealthModule.register({ database: 'notifier', kafka: true }),
   ],
   providers: [NotifierConsumer],

@@ -14,6 +14,8 @@ export interface StoredResponse {
 /** What an idempotent command produced: its response and, when it changed something, a reference to it. */
 export interface CommandResult extends StoredResponse {
   effect?: { type: string; id: string };
+  /** Outbox message-ids the execution enqueued: reported for logs, not stored on the receipt. */
+  messageIds?: string[];
 }
 
 export interface IdempotentRequest {

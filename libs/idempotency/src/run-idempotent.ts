@@ -8,6 +8,8 @@ export interface IdempotentResponse {
   outcome: IdempotencyOutcome;
   response: StoredResponse;
   expiresAt: Date;
+  /** The outbox message-ids this execution enqueued; none on a replay. */
+  messageIds: string[];
 }
 
 /**
@@ -21,8 +23,8 @@ export async function runIdempotent(
   execute: (manager: EntityManager) => Promise<CommandResult>,
 ): Promise<IdempotentResponse> {
   const claim = await claimScope(manager, request);
-  if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt };
-  const { effect, ...response } = await execute(manager);
+  if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [] };
+  const { effect, messageIds = [], ...response } = await execute(manager);
   await completeReceipt(manager, request.scope, { ...response, effect });
-  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt: claim.expiresAt };
+  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt: claim.expiresAt, messageIds };
 }

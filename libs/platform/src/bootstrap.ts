@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
+import { REQUEST_ID, REQUEST_ID_HEADER } from './logging/logging.module';
+import { observeHttpDuration } from './metrics/http-metrics';
 
 export interface HttpAppOptions<S extends z.ZodType> {
   name: string;
@@ -48,25 +50,60 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
   return app;
 }
 
-/** What every HTTP app (and every in-process test of one) gets: pino logs, problem+json errors, `/docs`, shutdown hooks. */
+/** What every HTTP app (and every in-process test of one) gets: pino logs, request durations, problem+json errors, `/docs`, shutdown hooks. */
 export function configureHttpApp(
   app: INestApplication,
   options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe' | 'problems'>,
 ): INestApplication {
   app.useLogger(app.get(Logger));
   (app.getHttpAdapter().getInstance() as { disable?: (setting: string) => void }).disable?.('x-powered-by');
+  // Plain Express middleware ahead of every route: unmatched requests are timed too (route "unmatched").
+  app.use(observeHttpDuration);
   app.useGlobalFilters(new ProblemDetailsFilter(options.problems));
   app.enableShutdownHooks();
   const builder = new DocumentBuilder().setTitle(options.name).setVersion('1');
   const document = SwaggerModule.createDocument(app, (options.describe?.(builder) ?? builder).build());
-  SwaggerModule.setup('docs', app, errorsAsProblemJson(document));
+  SwaggerModule.setup('docs', app, withRequestIds(errorsAsProblemJson(document)));
   return app;
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+
+/** Every request may send `X-Request-Id` and every response carries one (loggingModule): say so on every operation. */
+function withRequestIds(document: OpenAPIObject): OpenAPIObject {
+  for (const path of Object.values(document.paths)) {
+    for (const method of METHODS) {
+      const operation = path[method];
+      if (!operation) continue;
+      operation.parameters = [
+        ...(operation.parameters ?? []),
+        {
+          name: REQUEST_ID_HEADER,
+          in: 'header',
+          required: false,
+          description: 'Your id for this request (1-128 of A-Z a-z 0-9 . _ : -), logged and echoed; otherwise one is generated.',
+          schema: { type: 'string', pattern: REQUEST_ID.source },
+        },
+      ];
+      for (const response of Object.values(operation.responses ?? {})) {
+        if (!response || '$ref' in response) continue;
+        response.headers = {
+          ...response.headers,
+          [REQUEST_ID_HEADER]: {
+            description: 'The request id: yours if it was well-formed, otherwise generated. Quote it when reporting a problem.',
+            schema: { type: 'string' },
+          },
+        };
+      }
+    }
+  }
+  return document;
 }
 
 /** Every error is sent as application/problem+json (ProblemDetailsFilter): document it so, not as application/json. */
 function errorsAsProblemJson(document: OpenAPIObject): OpenAPIObject {
   for (const path of Object.values(document.paths)) {
-    for (const method of ['get', 'put', 'post', 'delete', 'patch'] as const) {
+    for (const method of METHODS) {
       for (const [status, response] of Object.entries(path[method]?.responses ?? {})) {
         const content = response && 'content' in response ? response.content : undefined;
         if (Number(status) < 400 || !content?.['application/json']) continue;

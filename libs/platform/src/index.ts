@@ -12,3 +12,5 @@ export * from './logging/logging.module';
 export * from './database/database-errors';
 export * from './database/query-rows';
 export * from './http/traceparent';
+export * from './metrics/http-metrics';
+export * from './metrics/metrics.module';

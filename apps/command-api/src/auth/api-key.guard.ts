@@ -30,6 +30,9 @@ export class ApiKeyGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
+    const operation = this.reflector.get<Operation | undefined>(OPERATION, context.getHandler());
+    // Before authentication, so that refused requests are logged with what they tried.
+    if (operation) this.logger.assign({ operation });
     const key = bearerKey(request.headers.authorization);
     const client = key ? await findActiveClient(this.dataSource.manager, key) : null;
     if (!client) {
@@ -37,7 +40,6 @@ export class ApiKeyGuard implements CanActivate {
     }
     request.client = client;
     this.logger.assign({ tenant: client.tenantId, clientId: client.id });
-    const operation = this.reflector.get<Operation | undefined>(OPERATION, context.getHandler());
     if (operation) authorise(client, operation);
     return true;
   }

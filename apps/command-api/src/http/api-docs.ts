@@ -14,9 +14,10 @@ export class ProblemDoc {
 const problem = (status: number, description: string, headers?: Record<string, { description: string; schema: object }>) =>
   ApiResponse({ status, description, type: ProblemDoc, headers });
 
-const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
+export const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
 const wwwAuthenticate = { 'WWW-Authenticate': { description: 'Bearer', schema: { type: 'string' } } };
 
+/** On every response the receipt stores (successes and domain outcomes such as 404, 409), first or replayed. */
 export const idempotencyHeaders = {
   'Idempotency-Expires': {
     description: 'HTTP date after which this key is forgotten: the same key then runs as a new request.',
@@ -35,6 +36,11 @@ export const ApiAuthenticatedResponses = () =>
     problem(401, 'Missing, unknown or revoked API key (checked before anything else).', wwwAuthenticate),
     problem(403, 'The client is not allowed this operation.'),
     problem(503, 'The database did not answer. Retry later; nothing is reported as done.', retryAfter),
+    problem(
+      500,
+      'An unexpected failure; the details are in the server log under this X-Request-Id. A command retried with ' +
+        'the same Idempotency-Key replays its result if it committed, and runs otherwise.',
+    ),
   );
 
 /** The responses every idempotent command can give, besides its own success and domain outcomes. */

@@ -1,10 +1,26 @@
 import type { Response } from 'express';
 import { PinoLogger } from 'nestjs-pino';
-import { IdempotencyError, IdempotentResponse } from '@app/idempotency';
+import { Counter } from 'prom-client';
+import { idempotentOperations } from '@app/contracts';
+import { IdempotencyError, IdempotencyOutcome, IdempotentResponse } from '@app/idempotency';
+
+/** What became of an idempotent command: the log field `idempotencyOutcome` and the metric's `outcome` label. */
+export type CommandOutcome = IdempotencyOutcome | 'conflict' | 'in-progress';
+
+const OUTCOMES: CommandOutcome[] = ['created', 'replayed', 're-executed', 'conflict', 'in-progress'];
+
+const requests = new Counter({
+  name: 'idempotency_requests_total',
+  help: 'Idempotent commands by operation and outcome: created, replayed, re-executed, conflict (422), in-progress (409)',
+  labelNames: ['operation', 'outcome'],
+});
+// Every series exists from the start, so a rate() over a first conflict is not a gap.
+for (const operation of idempotentOperations) for (const outcome of OUTCOMES) requests.inc({ operation, outcome }, 0);
 
 /**
- * Runs an idempotent command, logs its outcome (created, replayed, re-executed, conflict, in-progress)
- * on the request's log line, and writes the response's status and headers. Returns the body for Nest.
+ * Runs an idempotent command, records its outcome (created, replayed, re-executed, conflict,
+ * in-progress) on the request's log line and in `idempotency_requests_total`, with the outbox
+ * message-ids it enqueued, and writes the response's status and headers. Returns the body for Nest.
  */
 export async function respondIdempotently(
   res: Response,
@@ -12,20 +28,26 @@ export async function respondIdempotently(
   operation: string,
   run: () => Promise<IdempotentResponse>,
 ): Promise<unknown> {
-  logger.assign({ operation });
+  // `operation` is already on the log line: ApiKeyGuard assigns it from @RequiresOperation.
   let result: IdempotentResponse;
   try {
     result = await run();
   } catch (error) {
     if (error instanceof IdempotencyError) {
-      logger.assign({ idempotencyOutcome: error.code === 'IDEMPOTENCY.KEY_REUSED' ? 'conflict' : 'in-progress' });
+      record(logger, operation, error.code === 'IDEMPOTENCY.KEY_REUSED' ? 'conflict' : 'in-progress');
     }
     throw error;
   }
-  logger.assign({ idempotencyOutcome: result.outcome });
+  record(logger, operation, result.outcome);
+  if (result.messageIds.length) logger.assign({ messageIds: result.messageIds });
   res.status(result.response.status);
   res.set(result.response.headers);
   res.set('Idempotency-Expires', result.expiresAt.toUTCString());
   if (result.outcome === 'replayed') res.set('Idempotent-Replayed', 'true');
   return result.response.body;
+}
+
+function record(logger: PinoLogger, operation: string, outcome: CommandOutcome): void {
+  logger.assign({ idempotencyOutcome: outcome });
+  requests.inc({ operation, outcome });
 }

@@ -1,6 +1,7 @@
 import { Controller, Get, Param, UseGuards } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { ApiClient } from '@app/api-clients';
 import { idempotentOperations, Operation } from '@app/contracts';
@@ -11,22 +12,27 @@ import { ApiAuthenticatedResponses, ProblemDoc } from '../http/api-docs';
 import { problemException } from '../http/problem-catalog';
 import { ReceiptResponse } from './receipt.response';
 
+const READ_RECEIPT = 'idempotency-receipts.read';
+
 @ApiTags('idempotency')
 @Controller('v1/idempotency-receipts')
 @UseGuards(ApiKeyGuard)
 export class GetReceiptHttpController {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly logger: PinoLogger,
+  ) {}
 
   @Get(':operation/:key')
   @ApiOperation({
-    operationId: 'idempotency-receipts.read',
+    operationId: READ_RECEIPT,
     summary: 'What the service remembers for (your tenant, operation, key)',
     description:
       'Lets a client that lost a reply learn the outcome without resending. A request still in flight is ' +
       'not visible until it commits. Requires permission for the operation.',
   })
   @ApiParam({ name: 'operation', enum: idempotentOperations })
-  @ApiOkResponse({ type: ReceiptResponse })
+  @ApiOkResponse({ type: ReceiptResponse, description: 'The receipt: what the key did, until when it is remembered, and in which region.' })
   @ApiResponse({ status: 404, type: ProblemDoc, description: 'Nothing remembered for this scope (never used, or swept).' })
   @ApiResponse({ status: 400, type: ProblemDoc, description: 'Unknown operation or malformed key.' })
   @ApiAuthenticatedResponses()
@@ -35,6 +41,7 @@ export class GetReceiptHttpController {
     @Param('operation') operation: string,
     @Param('key') key: string,
   ): Promise<ReceiptResponse> {
+    this.logger.assign({ operation: READ_RECEIPT });
     if (!(idempotentOperations as readonly string[]).includes(operation)) {
       throw problemException('REQUEST.INVALID', `Unknown operation ${JSON.stringify(operation)}.`);
     }

@@ -130,7 +130,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       this.metrics.kafkaUp.set(1);
       this.metrics.published.inc(outcome.published.length);
       this.metrics.rejected.inc(outcome.rejected.length);
-      this.metrics.batchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      this.metrics.batchSeconds.observe(seconds);
+      const counts = { claimed: rows.length, published: outcome.published.length, parked: outcome.rejected.length };
+      this.logger.info({ ...counts, shards: shards.length, durationMs: Math.round(seconds * 1000) }, 'outbox batch published');
       this.ownership.lastPublishAt = new Date();
       return rows.length;
     } catch (error) {

@@ -1,6 +1,6 @@
 import { Controller, Get, Inject, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheckService, HealthIndicatorFunction, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import { ProblemException, problemType } from '../http/problem';
 import { KafkaHealthIndicator } from './kafka.health';
@@ -31,13 +31,38 @@ export class HealthController {
   ) {}
 
   @Get('live')
-  @ApiOperation({ summary: 'The process is up and serving HTTP. Never depends on PostgreSQL or Kafka.' })
+  @ApiOperation({ operationId: 'health.live', summary: 'The process is up and serving HTTP. Never depends on PostgreSQL or Kafka.' })
+  @ApiOkResponse({ description: '`{"status":"ok"}`' })
   live() {
     return { status: 'ok' };
   }
 
   @Get('ready')
-  @ApiOperation({ summary: 'Every dependency this app needs answers; 503 problem+json naming the ones that do not.' })
+  @ApiOperation({
+    operationId: 'health.ready',
+    summary: 'Every dependency this app needs answers; 503 problem+json naming the ones that do not.',
+  })
+  @ApiOkResponse({ description: 'Every dependency answered (terminus result: `status`, `info`, `details`).' })
+  @ApiResponse({
+    status: 503,
+    description: 'A dependency is down: `/problems/dependency-unavailable`, `unavailable` names it.',
+    headers: { 'Retry-After': { description: 'Seconds to wait before asking again', schema: { type: 'integer' } } },
+    content: {
+      'application/problem+json': {
+        schema: {
+          type: 'object',
+          required: ['type', 'title', 'status'],
+          properties: {
+            type: { type: 'string', example: '/problems/dependency-unavailable' },
+            title: { type: 'string' },
+            status: { type: 'integer' },
+            detail: { type: 'string' },
+            unavailable: { type: 'array', items: { type: 'string' } },
+          },
+        },
+      },
+    },
+  })
   async ready() {
     const checks: HealthIndicatorFunction[] = [];
     const { database, kafka } = this.options;

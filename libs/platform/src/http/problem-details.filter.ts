@@ -2,17 +2,20 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logge
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
 import { isDatabaseUnavailable } from '../database/database-errors';
+import { databaseUnavailableResponses, routeLabel } from '../metrics/http-metrics';
 import { Problem, PROBLEM_CONTENT_TYPE, ProblemException, problemType } from './problem';
 
 /** Turns an app's own error type into a problem, or returns undefined to let the next mapper try. */
 export type ProblemMapper = (error: unknown) => ProblemException | undefined;
+
+const SERVICE_UNAVAILABLE = problemType('service-unavailable');
 
 /** Any app: a database that cannot answer is a 503 to retry, never a "not found" and never a 500. */
 export const databaseUnavailable: ProblemMapper = (error) =>
   isDatabaseUnavailable(error)
     ? new ProblemException(
         {
-          type: problemType('service-unavailable'),
+          type: SERVICE_UNAVAILABLE,
           title: 'Service unavailable',
           status: 503,
           detail:
@@ -35,6 +38,9 @@ export class ProblemDetailsFilter implements ExceptionFilter {
     const request = http.getRequest<Request>();
     const response = http.getResponse<Response>();
     const { problem, headers } = this.toProblem(exception);
+    if (problem.type === SERVICE_UNAVAILABLE) {
+      databaseUnavailableResponses.inc({ method: request.method, route: routeLabel(request) });
+    }
     if (problem.status >= 500) {
       this.logger.error({ err: exception, url: request.originalUrl, problem: problem.type }, problem.title);
     }

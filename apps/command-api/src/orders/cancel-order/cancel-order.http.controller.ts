@@ -8,7 +8,7 @@ import { Operations } from '@app/contracts';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { CommandApiConfig } from '../../config';
-import { ApiCommandResponses, idempotencyHeaders, ProblemDoc } from '../../http/api-docs';
+import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from '../../http/api-docs';
 import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
 import { respondIdempotently } from '../../http/idempotent-response';
 import { JsonBodyInterceptor } from '../../http/json-body.interceptor';
@@ -40,8 +40,19 @@ export class CancelOrderHttpController {
   @ApiOperation({ operationId: Operations.cancelOrder, summary: 'Cancel an order, once per Idempotency-Key' })
   @ApiIdempotencyKeyHeader()
   @ApiOkResponse({ type: OrderResponse, description: 'The cancelled order.', headers: idempotencyHeaders })
-  @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's (stored and replayed)." })
-  @ApiResponse({ status: 409, type: ProblemDoc, description: 'Already cancelled (stored and replayed), or a request with this key is in progress.' })
+  @ApiResponse({
+    status: 404,
+    type: ProblemDoc,
+    description: "Unknown order, or another tenant's (stored and replayed).",
+    headers: idempotencyHeaders,
+  })
+  @ApiResponse({
+    status: 409,
+    type: ProblemDoc,
+    description: 'Already cancelled (stored and replayed), or a request with this key is in progress.',
+    // Retry-After comes with "in progress", the idempotency headers with the stored outcome.
+    headers: { ...retryAfter, ...idempotencyHeaders },
+  })
   @ApiCommandResponses()
   cancel(
     @CurrentClient() client: ApiClient,

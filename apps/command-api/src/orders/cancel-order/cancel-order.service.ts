@@ -56,7 +56,7 @@ export class CancelOrderService {
     );
     const order = updated.rows[0];
     const cancelled: OrderCancelledV1 = { orderId, tenantId, reason, cancelledAt: order.cancelled_at!.toISOString() };
-    await addToOutbox(manager, {
+    const messageId = await addToOutbox(manager, {
       topic: Topics.orderEvents,
       key: orderId,
       type: OrderEventTypes.cancelled,
@@ -66,6 +66,6 @@ export class CancelOrderService {
       headers: { traceparent: context.traceparent },
     });
     if (context.failAfterEffect) throw new InjectedFault('failed after the cancellation and its event, before the receipt');
-    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: orderId } };
+    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: orderId }, messageIds: [messageId] };
   }
 }

@@ -8,7 +8,7 @@ import { Operations } from '@app/contracts';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { CommandApiConfig } from '../../config';
-import { ApiCommandResponses, idempotencyHeaders, ProblemDoc } from '../../http/api-docs';
+import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from '../../http/api-docs';
 import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
 import { respondIdempotently } from '../../http/idempotent-response';
 import { JsonBodyInterceptor } from '../../http/json-body.interceptor';
@@ -46,6 +46,8 @@ export class CreateOrderHttpController {
     status: 409,
     type: ProblemDoc,
     description: 'customerRef already names an order of this tenant (`/problems/customer-ref-already-used`, stored and replayed).',
+    // Retry-After comes with "in progress", the idempotency headers with the stored outcome.
+    headers: { ...retryAfter, ...idempotencyHeaders },
   })
   @ApiCommandResponses()
   create(

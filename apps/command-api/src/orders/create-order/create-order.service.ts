@@ -56,7 +56,7 @@ export class CreateOrderService {
       customerRef: order.customer_ref,
       placedAt: order.created_at.toISOString(),
     };
-    await addToOutbox(manager, {
+    const messageId = await addToOutbox(manager, {
       topic: Topics.orderEvents,
       key: order.id,
       type: OrderEventTypes.placed,
@@ -71,6 +71,7 @@ export class CreateOrderService {
       headers: { Location: orderLocation(order.id) },
       body: toOrderResponse(order),
       effect: { type: 'order', id: order.id },
+      messageIds: [messageId],
     };
   }
 

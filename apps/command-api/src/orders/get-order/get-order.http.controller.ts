@@ -21,7 +21,7 @@ export class GetOrderHttpController {
   @Get(':id')
   @RequiresOperation(Operations.readOrders)
   @ApiOperation({ operationId: Operations.readOrders, summary: "Read one of your tenant's orders" })
-  @ApiOkResponse({ type: OrderResponse })
+  @ApiOkResponse({ type: OrderResponse, description: 'The order, as it is now.' })
   @ApiResponse({ status: 400, type: ProblemDoc, description: 'The id is not a UUID.' })
   @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's." })
   @ApiAuthenticatedResponses()
