@@ -23,10 +23,11 @@ export interface InboxConsumerOptions {
   onOutcome?: (outcome: InboxOutcome | 'dead-lettered', message: InboxMessage) => void;
   onLag?: (topic: string, partition: number, lag: number) => void;
   /**
-   * One message per transaction, for handlers with an external effect (a webhook): a rolled-back
-   * batch must not have called the outside world for messages that then run again.
+   * Messages that get a transaction of their own: those whose handler calls the outside world (a
+   * webhook), since a rolled-back batch must not have called out for messages that then run again.
+   * The others (types this consumer skips) still go through in batches, so catching up is fast.
    */
-  oneAtATime?: boolean;
+  oneAtATime?: (message: InboxMessage) => boolean;
   /** How long this consumer remembers message-ids: published for the ops replay, enforced by the sweep. */
   retentionSeconds: number;
   /** How often older inbox rows are deleted; 0 never. */
@@ -36,6 +37,13 @@ export interface InboxConsumerOptions {
   /** Test-only: runs after a database commit and before its offset commit (the crash window). */
   afterDatabaseCommit?: () => void;
 }
+
+/**
+ * A fetched batch can hold thousands of messages (a consumer catching up). Each transaction takes
+ * at most this many, and the consumer heartbeats after each commit, so a long catch-up never
+ * outlasts the group's session timeout and gets the member thrown out mid-batch.
+ */
+const MAX_MESSAGES_PER_TRANSACTION = 200;
 
 /**
  * A kafkajs consumer (eachBatch, no auto-commit) that hands each batch to `processOnce` and commits
@@ -132,13 +140,13 @@ export class InboxConsumer {
     let next = 0;
     while (next < messages.length && isRunning() && !isStale()) {
       const rest = messages.slice(next);
-      const valid = rest.findIndex((message) => !message.messageId);
-      const chunk = rest.slice(0, valid < 0 ? rest.length : valid);
+      const alone = rest.findIndex((message) => !message.messageId || this.options.oneAtATime?.(message));
+      const chunk = rest.slice(0, Math.min(alone < 0 ? rest.length : alone, MAX_MESSAGES_PER_TRANSACTION));
       let done = 0;
-      if (chunk.length > 1 && !this.options.oneAtATime) {
+      if (chunk.length > 1) {
         try {
           const outcomes = await processOnce(this.options.dataSource, this.options.name, chunk, this.options.handler);
-          outcomes.forEach((outcome, i) => this.options.onOutcome?.(outcome, chunk[i]));
+          outcomes.forEach((outcome, i) => this.settled(outcome, chunk[i]));
           done = chunk.length;
         } catch (error) {
           if (isDatabaseUnavailable(error)) throw error; // kafkajs retries the batch; no offset moves
@@ -170,7 +178,7 @@ export class InboxConsumer {
       }
       try {
         const [outcome] = await processOnce(dataSource, name, [message], handler);
-        this.options.onOutcome?.(outcome, message);
+        this.settled(outcome, message);
         return true;
       } catch (error) {
         const reason = (error as Error).message;
@@ -180,7 +188,7 @@ export class InboxConsumer {
           await this.deadLetter(message, reason, attempt);
           return true;
         }
-        logger.warn({ messageId: message.messageId, attempt, err: error }, 'message failed; retrying');
+        logger.warn({ ...logFields(name, message), attempt, err: error }, 'message failed; retrying');
         await new Promise((resolve) => setTimeout(resolve, retryDelayMs(Math.max(attempt, 1))));
         await heartbeat();
       }
@@ -217,14 +225,39 @@ export class InboxConsumer {
         INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type,
                                   headers, payload, error, attempts)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-        ON CONFLICT (consumer, message_id) DO NOTHING`,
+        ON CONFLICT (consumer, message_id) DO UPDATE
+        SET topic = EXCLUDED.topic, kafka_partition = EXCLUDED.kafka_partition, kafka_offset = EXCLUDED.kafka_offset,
+            message_key = EXCLUDED.message_key, event_type = EXCLUDED.event_type, headers = EXCLUDED.headers,
+            payload = EXCLUDED.payload, error = EXCLUDED.error, attempts = EXCLUDED.attempts,
+            dead_lettered_at = now(), redriven_at = NULL
+        -- A re-driven message that failed again is open again; a redelivered one (crash before the offset commit) stays as recorded.
+        WHERE dead_letters.redriven_at IS NOT NULL`,
         [name, messageId, message.topic, message.partition, message.offset, message.key, message.eventType ?? null,
           JSON.stringify(message.headers), message.value, error, attempts],
       );
     });
     this.options.onOutcome?.('dead-lettered', message);
-    logger.error({ messageId, topic: message.topic, partition: message.partition, offset: message.offset, error, attempts }, 'message dead-lettered');
+    logger.error(
+      { ...logFields(name, message), messageId, outcome: 'dead-lettered', error, attempts },
+      'message dead-lettered',
+    );
   }
+
+  /**
+   * One line per message once its transaction committed. `applied` and `duplicate` at info (one line per
+   * event, like the API's request log; a duplicate is a redelivery an operator may want to see),
+   * `skipped` at debug: events not meant for this consumer can be most of a shared topic.
+   */
+  private settled(outcome: InboxOutcome, message: InboxMessage): void {
+    this.options.onOutcome?.(outcome, message);
+    const level = outcome === 'skipped' ? 'debug' : 'info';
+    this.options.logger[level]({ ...logFields(this.options.name, message), outcome }, 'message processed');
+  }
+}
+
+function logFields(consumer: string, message: InboxMessage) {
+  const { messageId, eventType, topic, partition, offset } = message;
+  return { consumer, messageId, eventType, topic, partition, offset };
 }
 
 /** A stable id for a message that carries none, from its coordinates, so it is recorded once. */

@@ -8,7 +8,7 @@ import { Topics } from '@app/contracts';
 import { InboxConsumer } from '@app/inbox';
 import { createKafka } from '@app/platform';
 import { NotifierConfig } from '../config';
-import { webhookHandler } from './webhook.handler';
+import { callsOut, webhookHandler } from './webhook.handler';
 
 export const CONSUMER = 'notifier';
 
@@ -69,8 +69,9 @@ export class NotifierConsumer implements OnApplicationBootstrap, BeforeApplicati
         this.messages.inc({ outcome });
         if (message.messageId) this.attempts.delete(message.messageId);
       },
-      // A webhook is an external effect: a rolled-back batch must not have called out for messages that run again.
-      oneAtATime: true,
+      // A webhook is an external effect: a rolled-back batch must not have called out for messages
+      // that run again. Every other message is skipped without a call and may share a transaction.
+      oneAtATime: callsOut,
       retentionSeconds: get('INBOX_RETENTION_SECONDS'),
       sweepIntervalSeconds: get('INBOX_SWEEP_INTERVAL_SECONDS'),
       sessionTimeoutMs: get('KAFKA_SESSION_TIMEOUT_MS'),

@@ -17,9 +17,15 @@ export interface WebhookHandlerOptions {
 /** A receiver that is overloaded or asks for patience: retried like a 5xx, although 4xx. */
 const RETRYABLE_4XX = new Set([408, 429]);
 
+/** Whether the handler would POST a webhook for this message (an OrderPlaced of a version it reads). */
+export function callsOut(message: InboxMessage): boolean {
+  const version = Number(message.headers[Headers.eventVersion] ?? '1');
+  return message.eventType === OrderEventTypes.placed && version <= ORDER_EVENT_VERSION;
+}
+
 /**
  * OrderPlaced -> one webhook POST with `Idempotency-Key: <message-id>`, inside the inbox transaction
- * (libs/inbox processOnce, one message per transaction). The delivery row is written only after a
+ * (libs/inbox processOnce, one such message per transaction: see `callsOut`). The delivery row is written only after a
  * 2xx, so it commits together with the inbox row or not at all.
  *
  * - 2xx: recorded, `applied`.
@@ -31,8 +37,7 @@ const RETRYABLE_4XX = new Set([408, 429]);
  */
 export function webhookHandler(options: WebhookHandlerOptions): InboxHandler {
   return async (manager: EntityManager, message: InboxMessage): Promise<HandlerOutcome> => {
-    const version = Number(message.headers[Headers.eventVersion] ?? '1');
-    if (message.eventType !== OrderEventTypes.placed || !(version <= ORDER_EVENT_VERSION)) return 'skipped';
+    if (!callsOut(message)) return 'skipped';
 
     const placed = parsePlaced(message);
     const messageId = message.messageId!;
