@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Producer } from 'kafkajs';
 import { DeadLetterHeaders, Headers, OrderCancelledV1, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
-import { ensureServiceTopics, testKafka } from './support/kafka';
+import { ensureServiceTopics, skipConsumerBacklog, testKafka } from './support/kafka';
 import { NotifierDb } from './support/notifier-db';
 import { TopicReader } from './support/topic-reader';
 import { WebhookReceiver } from './support/webhook-receiver';
@@ -66,6 +66,8 @@ describe('the notifier delivers each OrderPlaced webhook once per message-id', (
   beforeAll(async () => {
     // The relay creates the topics at its start; without a relay here, create them as it would.
     await ensureServiceTopics(kafka);
+    // What other suites left on the shared topic is not this suite's business: start at its end.
+    await skipConsumerBacklog(kafka, ['notifier'], Topics.orderEvents);
     await receiver.start();
     producer = kafka.producer({ idempotent: true });
     await producer.connect();
@@ -77,7 +79,7 @@ describe('the notifier delivers each OrderPlaced webhook once per message-id', (
       NOTIFIER_RETRY_MAX_MS: '200',
       KAFKA_SESSION_TIMEOUT_MS: '6000',
     });
-    // Caught up: the group has joined and consumed whatever earlier runs left on the topic.
+    // The group has joined and its partitions are assigned once this marker is delivered.
     const marker = await produce(producer, orderPlaced(tenant()));
     await db.until(() => db.delivery(marker.messageId), (rows) => rows.length === 1, 60_000);
   }, 90_000);

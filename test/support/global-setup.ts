@@ -17,7 +17,8 @@ export default async function globalSetup(): Promise<void> {
   }
 }
 
-async function recreate(url: string): Promise<void> {
+/** Drops and recreates the database of `url` (only one whose name ends in `_test`). */
+export async function recreate(url: string): Promise<void> {
   const target = new URL(url);
   const database = decodeURIComponent(target.pathname.slice(1));
   if (!/_test$/.test(database)) {

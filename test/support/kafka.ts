@@ -66,3 +66,32 @@ export async function produceOrderEvent(producer: Producer, event: OrderEventInp
   });
   return messageId;
 }
+
+/**
+ * Moves each consumer group's committed offsets on `topic` to its end, so consumers started next see
+ * only messages produced from now on, not what earlier suites left unconsumed. The group must have
+ * no running member: a consumer another suite killed counts until its session times out, so retry.
+ */
+export async function skipConsumerBacklog(kafka: Kafka, groupIds: string[], topic: string, timeoutMs = 60_000): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    for (const groupId of groupIds) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        try {
+          // Explicit high watermarks: resetOffsets({ earliest: false }) commits the sentinel -1, which a
+          // consumer subscribed fromBeginning reads as "no offset" and starts over from the first message.
+          const partitions = (await admin.fetchTopicOffsets(topic)).map(({ partition, high }) => ({ partition, offset: high }));
+          await admin.setOffsets({ groupId, topic, partitions });
+          break;
+        } catch (error) {
+          if (Date.now() > deadline) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+        }
+      }
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}

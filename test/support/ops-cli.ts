@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { entryArgs } from './apps';
 import { testEnv } from './test-env';
@@ -17,8 +17,14 @@ export interface OpsRun {
  * can overlap: each one boots ts-node and Nest for about a second and a half.
  */
 export function ops(args: string[], env: Record<string, string> = {}): Promise<OpsRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...entryArgs('apps/ops/src/main.ts'), ...args], {
+  return startOps(args, env).result;
+}
+
+/** The same run, with its process at hand (to interrupt it the way an operator's Ctrl-C would). */
+export function startOps(args: string[], env: Record<string, string> = {}): { process: ChildProcess; result: Promise<OpsRun> } {
+  let child!: ChildProcess;
+  const result = new Promise<OpsRun>((resolve, reject) => {
+    child = spawn(process.execPath, [...entryArgs('apps/ops/src/main.ts'), ...args], {
       cwd: root,
       env: {
         ...process.env,
@@ -32,11 +38,12 @@ export function ops(args: string[], env: Record<string, string> = {}): Promise<O
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
     child.once('error', reject);
     child.once('close', (status) => resolve({ status, stdout, stderr }));
   });
+  return { process: child, result };
 }
 
 /** The one JSON line a `--json` command prints, or a failure that shows what it printed instead. */

@@ -37,6 +37,24 @@ export class OutboxDb {
     return this.dataSource.transaction((manager) => OutboxDb.add(manager, tenantId, events, payload));
   }
 
+  /**
+   * Rows on `topic` as if the relay had published them `publishedSecondsAgo` ago (for replays), committed
+   * already published so no relay ever claims them. Returns the message ids in sequence order.
+   */
+  async commitPublished(topic: string, tenantId: string, events: [key: string, n: number][], publishedSecondsAgo = 0): Promise<string[]> {
+    return this.dataSource.transaction(async (manager) => {
+      const ids: string[] = [];
+      for (const [key, n] of events) {
+        ids.push(await addToOutbox(manager, { topic, key, type: 'RelayProbe', version: 1, tenantId, payload: { key, n } }));
+      }
+      await manager.query(
+        `UPDATE outbox_messages SET published_at = now() - make_interval(secs => $2), attempts = 1 WHERE id = ANY($1::uuid[])`,
+        [ids, publishedSecondsAgo],
+      );
+      return ids;
+    });
+  }
+
   async close(): Promise<void> {
     await this.dataSource.destroy();
   }

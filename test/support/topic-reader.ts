@@ -8,6 +8,8 @@ export interface ReadMessage {
   key: string;
   value: any;
   headers: Record<string, string>;
+  /** When the producer created the message (ms since the epoch). */
+  timestamp: number;
 }
 
 /**
@@ -41,6 +43,7 @@ export class TopicReader {
           key: message.key?.toString() ?? '',
           value: parseOrRaw(message.value?.toString() ?? ''),
           headers,
+          timestamp: Number(message.timestamp),
         });
       },
     });

@@ -14,6 +14,9 @@ export const opsConfig = z.object({
   KAFKA_TOPIC_PARTITIONS: int(1, 1000).default(6),
   /** Same value as the relay's: how long published outbox rows are kept (outbox:cleanup, audit). */
   OUTBOX_RETENTION_SECONDS: int(60, 365 * 24 * 3600).default(7 * 24 * 3600),
+  /** Same values as the relay's: outbox:status names unowned shards and relays silent for 3 heartbeats. */
+  RELAY_SHARDS: int(1, 1024).default(16),
+  RELAY_HEARTBEAT_MS: int(100, 60_000).default(2_000),
 });
 
 export type OpsConfig = z.infer<typeof opsConfig>;

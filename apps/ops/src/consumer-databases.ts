@@ -1,8 +1,9 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { DataSource, EntityManager } from 'typeorm';
+import { declaredRetentions, DeclaredRetention } from '@app/inbox';
 import { postgresOptions } from '@app/platform';
-import { CliError } from './cli-error';
+import { CliError, ExitCode } from './cli-error';
 import { OpsConfig } from './config';
 
 /** A consumer's database as ops sees it: the apps that own an inbox there, and a connection. */
@@ -10,6 +11,11 @@ export interface ConsumerDatabase {
   /** The app whose database this is (`fulfillment`, `notifier`); consumer names come from its inbox_consumers. */
   name: string;
   manager: EntityManager;
+}
+
+/** A consumer registered in a consumer database's `inbox_consumers`, with the retention it declared. */
+export interface RegisteredConsumer extends DeclaredRetention {
+  database: ConsumerDatabase;
 }
 
 /**
@@ -54,6 +60,27 @@ export class ConsumerDatabases implements OnApplicationShutdown {
     const databases: ConsumerDatabase[] = [];
     for (const name of this.names()) databases.push(await this.get(name));
     return databases;
+  }
+
+  /** Every consumer registered in any consumer database (each consumer declares itself at start). */
+  async consumers(): Promise<RegisteredConsumer[]> {
+    const consumers: RegisteredConsumer[] = [];
+    for (const database of await this.all()) {
+      for (const declared of await declaredRetentions(database.manager)) consumers.push({ ...declared, database });
+    }
+    return consumers;
+  }
+
+  /** `consumers()`, or only the one named; an unknown name is bad usage, refused naming the known ones. */
+  async selectConsumers(name?: string): Promise<RegisteredConsumer[]> {
+    const consumers = await this.consumers();
+    if (name === undefined) return consumers;
+    const selected = consumers.filter((registered) => registered.consumer === name);
+    if (!selected.length) {
+      const known = consumers.map((registered) => registered.consumer).join(', ') || 'none registered yet';
+      throw new CliError(`unknown consumer "${name}" (known: ${known})`, ExitCode.usage);
+    }
+    return selected;
   }
 
   async onApplicationShutdown(): Promise<void> {

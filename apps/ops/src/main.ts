@@ -1,5 +1,6 @@
-import { CommandFactory } from 'nest-commander';
-import { CommanderError } from 'commander';
+import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
+import { CommandFactory, InjectCommander } from 'nest-commander';
+import { Command, CommanderError } from 'commander';
 import { configOrExit } from '@app/platform';
 import { CliError, ExitCode } from './cli-error';
 import { opsConfig } from './config';
@@ -14,14 +15,27 @@ function fail(error: Error): never {
   process.exit(error instanceof CliError ? error.exitCode : ExitCode.failed);
 }
 
+/**
+ * What nest-commander leaves undone: its `cliName` never reaches commander, which names the program
+ * after this file ("Usage: main"), and its error handler is set on the program only, so a command's
+ * own usage errors (an unknown option) would exit 1 straight from commander instead of 2.
+ */
+@Injectable()
+class CommanderSetup implements OnApplicationBootstrap {
+  constructor(@InjectCommander() private readonly program: Command) {}
+
+  onApplicationBootstrap(): void {
+    this.program.name('npm run ops --');
+    for (const command of this.program.commands) command.exitOverride(fail);
+  }
+}
+
 async function main(): Promise<void> {
   configOrExit('ops', opsConfig);
-  await CommandFactory.run(OpsModule, {
-    cliName: 'npm run ops --',
-    logger: ['error', 'warn'],
-    errorHandler: fail,
-    serviceErrorHandler: fail,
-  });
+  await CommandFactory.run(
+    { module: OpsModule, providers: [CommanderSetup] },
+    { logger: ['error', 'warn'], errorHandler: fail, serviceErrorHandler: fail },
+  );
 }
 
 main().catch(fail);

@@ -11,6 +11,8 @@ export const Headers = {
   traceparent: 'traceparent',
   /** Set on re-published messages by an operator replay. */
   replayId: 'replay-id',
+  /** Set on a dead letter an operator re-drove to its original topic (`ops dlq:redrive`): one id per run. */
+  redriveId: 'redrive-id',
 } as const;
 
 /** Extra headers on a dead-lettered message, naming where it came from and why it failed. */

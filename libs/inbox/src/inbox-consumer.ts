@@ -3,7 +3,7 @@ import { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { DeadLetterHeaders } from '@app/contracts';
-import { isDatabaseUnavailable, queryRows } from '@app/platform';
+import { isDatabaseUnavailable, orderedProducer, queryRows } from '@app/platform';
 import { declareRetention, InboxHandler, InboxOutcome, processOnce, remember, sweepInbox } from './inbox';
 import { InboxMessage, MalformedMessage, toInboxMessage } from './inbox-message';
 
@@ -115,7 +115,7 @@ export class InboxConsumer {
 
   private async connect(): Promise<void> {
     const { kafka, name, topics } = this.options;
-    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    this.producer = orderedProducer(kafka);
     await this.producer.connect();
     this.consumer = kafka.consumer({
       groupId: name,

@@ -75,6 +75,33 @@ export async function declareRetention(manager: EntityManager, consumer: string,
   );
 }
 
+export interface DeclaredRetention {
+  consumer: string;
+  retentionSeconds: number;
+}
+
+/** Every consumer registered in this database (`inbox_consumers`) with the retention it declared. */
+export async function declaredRetentions(manager: EntityManager): Promise<DeclaredRetention[]> {
+  const { rows } = await queryRows<{ consumer: string; retention_seconds: number }>(
+    manager,
+    /* sql */ `SELECT consumer, retention_seconds FROM inbox_consumers ORDER BY consumer`,
+  );
+  return rows.map((row) => ({ consumer: row.consumer, retentionSeconds: row.retention_seconds }));
+}
+
+/** A consumer's inbox rows past its retention (`$1` consumer, `$2` seconds): the only rows a sweep may delete. */
+const FORGETTABLE = /* sql */ `consumer = $1 AND received_at < now() - make_interval(secs => $2)`;
+
+/** How many rows `sweepInbox` would delete now. */
+export async function countForgettable(manager: EntityManager, { consumer, retentionSeconds }: DeclaredRetention): Promise<number> {
+  const { rows } = await queryRows<{ n: string }>(
+    manager,
+    /* sql */ `SELECT count(*) AS n FROM inbox_messages WHERE ${FORGETTABLE}`,
+    [consumer, retentionSeconds],
+  );
+  return Number(rows[0].n);
+}
+
 /**
  * Forgets message-ids older than the retention, in batches. After this, a replay of such a message
  * would apply again: that is why replays must not reach past the smallest inbox retention.
@@ -90,7 +117,7 @@ export async function sweepInbox(
       /* sql */ `
       DELETE FROM inbox_messages WHERE (consumer, message_id) IN (
         SELECT consumer, message_id FROM inbox_messages
-        WHERE consumer = $1 AND received_at < now() - make_interval(secs => $2)
+        WHERE ${FORGETTABLE}
         LIMIT $3
         FOR UPDATE SKIP LOCKED
       )`,

@@ -1,3 +1,4 @@
 export * from './inbox';
 export * from './inbox-consumer';
 export * from './inbox-message';
+export * from './dead-letters';

@@ -2,3 +2,4 @@ export * from './outbox-writer';
 export * from './key-hash';
 export * from './relay-store';
 export * from './kafka-message';
+export * from './outbox-status';

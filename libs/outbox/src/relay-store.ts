@@ -86,6 +86,19 @@ export async function outboxBacklog(manager: EntityManager): Promise<OutboxBackl
   };
 }
 
+/** Published rows past the retention (`$1` seconds): the only rows a cleanup may delete. */
+const PUBLISHED_BEFORE = /* sql */ `published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)`;
+
+/** How many rows `deletePublishedBefore` would delete now (unpublished and parked rows never count). */
+export async function countPublishedBefore(manager: EntityManager, retentionSeconds: number): Promise<number> {
+  const { rows } = await queryRows<{ n: string }>(
+    manager,
+    /* sql */ `SELECT count(*) AS n FROM outbox_messages WHERE ${PUBLISHED_BEFORE}`,
+    [retentionSeconds],
+  );
+  return Number(rows[0].n);
+}
+
 /**
  * Deletes published rows older than `retentionSeconds`, `batchSize` at a time, each batch its own
  * statement. The retention must cover the longest replay an operator may need.
@@ -101,7 +114,7 @@ export async function deletePublishedBefore(
       /* sql */ `
       DELETE FROM outbox_messages WHERE id IN (
         SELECT id FROM outbox_messages
-        WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)
+        WHERE ${PUBLISHED_BEFORE}
         ORDER BY published_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED

@@ -1,10 +1,10 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { Kafka, KafkaJSProtocolError, Message, Partitioners, Producer } from 'kafkajs';
+import { Kafka, KafkaJSProtocolError, Message, Producer } from 'kafkajs';
 import { PinoLogger } from 'nestjs-pino';
 import { Topics } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
-import { createKafka } from '@app/platform';
+import { createKafka, orderedProducer } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 
 /** Kafka refused these messages for what they are (not because it is down): retrying cannot help. */
@@ -49,14 +49,7 @@ export class KafkaPublisher implements OnApplicationShutdown {
     } finally {
       await admin.disconnect();
     }
-    const producer = this.kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      // Java-compatible murmur2: a key lands on the same partition whichever client produced it.
-      createPartitioner: Partitioners.DefaultPartitioner,
-      allowAutoTopicCreation: false,
-      retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2_000 },
-    });
+    const producer = orderedProducer(this.kafka, { retries: 3, initialRetryTime: 200, maxRetryTime: 2_000 });
     await producer.connect();
     this.producer = producer;
   }

@@ -1,4 +1,5 @@
 import { EntityManager } from 'typeorm';
+import { HEARTBEATS_BEFORE_GONE } from '@app/outbox';
 import { queryRows } from '@app/platform';
 
 /** First key of the two-int advisory locks the relay takes: one lock per (RELAY_LOCK_CLASS, shard). */
@@ -43,7 +44,7 @@ export class ShardOwnership {
       /* sql */ `
       SELECT count(*)::int AS alive FROM outbox_relay_instances
       WHERE heartbeat_at > now() - make_interval(secs => $1)`,
-      [(3 * this.heartbeatMs) / 1000],
+      [(HEARTBEATS_BEFORE_GONE * this.heartbeatMs) / 1000],
     );
     const target = Math.ceil(this.shardCount / Math.max(1, rows[0].alive));
     for (const shard of this.shards().slice(target)) {

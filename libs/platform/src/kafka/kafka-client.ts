@@ -1,4 +1,4 @@
-import { Kafka, logLevel as KafkaLogLevel, LogEntry, RetryOptions } from 'kafkajs';
+import { Kafka, logLevel as KafkaLogLevel, LogEntry, Partitioners, Producer, RetryOptions } from 'kafkajs';
 import type { Logger } from 'pino';
 
 export interface KafkaClientInput {
@@ -44,5 +44,21 @@ export function createKafka(input: KafkaClientInput): Kafka {
         const { message, ...extra } = log;
         logger?.[levelOf(level, message)](extra, message);
       },
+  });
+}
+
+/**
+ * The producer everything here publishes with (relay, replay, re-drive, dead letters): idempotent,
+ * one request in flight (a retry cannot reorder a key's messages) and the Java-compatible murmur2
+ * partitioner, so a key lands on the same partition whichever of them sent it. Topics are never
+ * auto-created. Callers send with `acks: -1`.
+ */
+export function orderedProducer(kafka: Kafka, retry?: RetryOptions): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    allowAutoTopicCreation: false,
+    ...(retry ? { retry } : {}),
   });
 }

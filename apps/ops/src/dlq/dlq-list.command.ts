@@ -1,0 +1,88 @@
+import { Command, CommandRunner, Option } from 'nest-commander';
+import { carriesItsMessageId, DeadLetter, listDeadLetters } from '@app/inbox';
+import { CliError, ExitCode } from '../cli-error';
+import { ConsumerDatabases } from '../consumer-databases';
+import { print } from '../output';
+
+interface ListOptions {
+  consumer?: string;
+  since?: Date;
+  limit?: number;
+  includeRedriven?: boolean;
+  json?: boolean;
+}
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+@Command({ name: 'dlq:list', description: 'List dead letters of every consumer, oldest first (re-driven ones only on request)' })
+export class DlqListCommand extends CommandRunner {
+  constructor(private readonly databases: ConsumerDatabases) {
+    super();
+  }
+
+  async run(_: string[], options: ListOptions): Promise<void> {
+    const limit = options.limit ?? 50;
+    const selected = await this.databases.selectConsumers(options.consumer);
+    const databases = options.consumer ? [...new Set(selected.map((registered) => registered.database))] : await this.databases.all();
+    const letters: DeadLetter[] = [];
+    for (const database of databases) {
+      letters.push(...(await listDeadLetters(database.manager, { ...options, limit })));
+    }
+    const rows = letters
+      .sort((a, b) => a.deadLetteredAt.getTime() - b.deadLetteredAt.getTime())
+      .slice(0, limit)
+      .map((letter) => ({
+        consumer: letter.consumer,
+        messageId: letter.messageId,
+        hasMessageId: carriesItsMessageId(letter),
+        eventType: letter.eventType,
+        topic: letter.topic,
+        partition: letter.partition,
+        offset: letter.offset,
+        attempts: letter.attempts,
+        error: letter.error,
+        deadLetteredAt: letter.deadLetteredAt.toISOString(),
+        redrivenAt: letter.redrivenAt?.toISOString() ?? null,
+      }));
+    print(options.json, rows, () =>
+      rows.length
+        ? rows
+            .map(
+              (r) =>
+                `${r.deadLetteredAt}  ${r.consumer}  ${r.messageId}${r.hasMessageId ? '' : ' (no message-id)'}  ${r.eventType ?? '-'}  ` +
+                `${r.topic}[${r.partition}]@${r.offset}  attempts ${r.attempts}  ${r.redrivenAt ? `re-driven ${r.redrivenAt}  ` : ''}${r.error}`,
+            )
+            .join('\n')
+        : 'no dead letters',
+    );
+  }
+
+  @Option({ flags: '-c, --consumer <name>', description: 'only this consumer (as registered in inbox_consumers)' })
+  parseConsumer(value: string): string {
+    return value;
+  }
+
+  @Option({ flags: '--since <time>', description: 'only dead-lettered at or after this ISO 8601 time (2026-01-31T08:00:00Z)' })
+  parseSince(value: string): Date {
+    const since = new Date(value);
+    if (!ISO_TIME.test(value) || Number.isNaN(since.getTime())) throw new CliError('--since must be an ISO 8601 time, e.g. 2026-01-31T08:00:00Z', ExitCode.usage);
+    return since;
+  }
+
+  @Option({ flags: '-l, --limit <n>', description: 'at most this many (default 50, at most 1000)' })
+  parseLimit(value: string): number {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < 1 || n > 1_000) throw new CliError('--limit must be 1-1000', ExitCode.usage);
+    return n;
+  }
+
+  @Option({ flags: '--include-redriven', description: 'also those already re-driven (redrivenAt set)' })
+  parseIncludeRedriven(): boolean {
+    return true;
+  }
+
+  @Option({ flags: '--json', description: 'one JSON line: an array of {consumer, messageId, hasMessageId, eventType, topic, partition, offset, attempts, error, deadLetteredAt, redrivenAt}' })
+  parseJson(): boolean {
+    return true;
+  }
+}

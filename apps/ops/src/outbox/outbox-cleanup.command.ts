@@ -1,0 +1,92 @@
+import { ConfigService } from '@nestjs/config';
+import { Command, CommandRunner, Help, Option } from 'nest-commander';
+import { countPublishedBefore, deletePublishedBefore } from '@app/outbox';
+import { CliError, ExitCode } from '../cli-error';
+import { OpsConfig } from '../config';
+import { OrdersDatabase } from '../orders-database.module';
+import { duration, print } from '../output';
+import { progress } from '../progress';
+
+interface CleanupOptions {
+  olderThan?: number;
+  batchSize?: number;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+@Command({
+  name: 'outbox:cleanup',
+  description: 'Delete published outbox rows past the retention, in bounded batches (never unpublished or parked rows)',
+})
+export class OutboxCleanupCommand extends CommandRunner {
+  private readonly retentionSeconds: number;
+
+  constructor(
+    private readonly db: OrdersDatabase,
+    config: ConfigService<OpsConfig, true>,
+  ) {
+    super();
+    this.retentionSeconds = config.get('OUTBOX_RETENTION_SECONDS', { infer: true });
+  }
+
+  async run(_: string[], options: CleanupOptions): Promise<void> {
+    const olderThanSeconds = options.olderThan ?? this.retentionSeconds;
+    const batchSize = options.batchSize ?? 1_000;
+    const manager = await this.db.manager();
+    const eligible = await countPublishedBefore(manager, olderThanSeconds);
+    let deleted = 0;
+    if (!options.dryRun) {
+      const bar = progress('outbox:cleanup', eligible, options);
+      try {
+        // One batch per statement, so no DELETE holds many row locks or runs long next to the relay.
+        for (;;) {
+          const batch = await deletePublishedBefore(manager, { retentionSeconds: olderThanSeconds, batchSize, maxBatches: 1 });
+          deleted += batch;
+          bar.increment(batch);
+          if (batch < batchSize) break;
+        }
+      } finally {
+        bar.stop();
+      }
+    }
+    const result = { olderThanSeconds, dryRun: options.dryRun ?? false, eligible, deleted };
+    print(options.json, result, () =>
+      options.dryRun
+        ? `Would delete ${eligible} published outbox row(s) published more than ${duration(olderThanSeconds)} ago (dry run: nothing deleted).`
+        : `Deleted ${deleted} published outbox row(s) published more than ${duration(olderThanSeconds)} ago.`,
+    );
+  }
+
+  @Option({ flags: '--older-than <seconds>', description: 'age of published rows to delete (default OUTBOX_RETENTION_SECONDS)' })
+  parseOlderThan(value: string): number {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < 60 || n > 365 * 24 * 3600) throw new CliError('--older-than must be 60-31536000 seconds', ExitCode.usage);
+    return n;
+  }
+
+  @Option({ flags: '-b, --batch-size <n>', description: 'rows per DELETE statement (default 1000)' })
+  parseBatchSize(value: string): number {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < 1 || n > 100_000) throw new CliError('--batch-size must be 1-100000', ExitCode.usage);
+    return n;
+  }
+
+  @Option({ flags: '--dry-run', description: 'count the rows it would delete; delete nothing' })
+  parseDryRun(): boolean {
+    return true;
+  }
+
+  @Option({ flags: '--json', description: 'one JSON line: {olderThanSeconds, dryRun, eligible, deleted}' })
+  parseJson(): boolean {
+    return true;
+  }
+
+  @Help('after')
+  retentionNote(): string {
+    return `
+Only rows with published_at older than the cut-off go; unpublished and parked rows are never deleted.
+The outbox retention bounds how far back an operator can replay (outbox:replay republishes rows that
+are still here): keep OUTBOX_RETENTION_SECONDS at least as long as the replay window you may need.
+See docs/operator-cli.md.`;
+  }
+}

@@ -1,0 +1,43 @@
+import { migrate } from '@app/migrations';
+import { recreate } from './global-setup';
+import { testEnv } from './test-env';
+
+export interface PrivateDatabases {
+  ordersUrl: string;
+  fulfillmentUrl: string;
+  notifierUrl: string;
+  /** The variables that point an app or the ops CLI at these databases. */
+  env: Record<string, string>;
+}
+
+/** `…/orders_test` -> `…/orders_<suffix>_test`. */
+function privateUrl(url: string, suffix: string): string {
+  const target = new URL(url);
+  target.pathname = target.pathname.replace(/_test$/, `_${suffix}_test`);
+  return target.toString();
+}
+
+/**
+ * Orders, fulfillment and notifier databases of one suite's own, created and migrated from nothing:
+ * for a suite that must own every row (an audit of whole tables) or rewrites a whole database
+ * (restores a dump), without seeing or breaking what other suites left in the shared test databases.
+ */
+export async function privateDatabases(suffix: string): Promise<PrivateDatabases> {
+  const urls = {
+    ordersUrl: privateUrl(testEnv.ordersUrl, suffix),
+    fulfillmentUrl: privateUrl(testEnv.fulfillmentUrl, suffix),
+    notifierUrl: privateUrl(testEnv.notifierUrl, suffix),
+  };
+  for (const [name, url] of [
+    ['orders', urls.ordersUrl],
+    ['fulfillment', urls.fulfillmentUrl],
+    ['notifier', urls.notifierUrl],
+  ] as const) {
+    await recreate(url);
+    await migrate(name, url);
+  }
+  return {
+    ...urls,
+    env: { ORDERS_DATABASE_URL: urls.ordersUrl, FULFILLMENT_DATABASE_URL: urls.fulfillmentUrl, NOTIFIER_DATABASE_URL: urls.notifierUrl },
+  };
+}
