@@ -14,6 +14,12 @@ declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OU
 # Where the notifier POSTs each OrderPlaced. Nothing listens at the default: point it at a real
 # receiver, or its deliveries are retried and then dead-lettered (docs/notifier.md).
 export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:3099/webhooks/orders}"
+# A local run lets a request ask for a failure after its effect and before its receipt
+# (X-Fault-Injection: after-effect-before-receipt), so `npm run demo` can show that nothing is
+# stored. The API refuses to boot with it in production; it is off unless asked for elsewhere.
+if [ "${NODE_ENV:-development}" != production ]; then
+  export FAULT_INJECTION="${FAULT_INJECTION:-true}"
+fi
 host="${HOST:-127.0.0.1}"
 logs=.cache/logs
 mkdir -p "$logs"
@@ -76,6 +82,7 @@ Try (a demo client of tenant "demo"; its key is kept in $key_file):
 Send it twice: the second answer is the stored one (Idempotent-Replayed: true), and no second order
 exists. Change the quantity and keep the key: 422. A new key is a new order.
 More clients: npm run ops -- clients:create --tenant <id>
+The whole experiment, end to end, in another terminal: npm run demo
 
 Ctrl-C stops the apps.
 MSG
