@@ -212,12 +212,14 @@ describe('bad input is refused and stores nothing', () => {
       `Content-Length: ${Buffer.byteLength(body)}`,
       'Connection: close',
     ];
-    // Node's HTTP parser refuses NUL, SOH, ESC and DEL in a header value itself (bare 400, connection
-    // closed) before the app runs, so these get no problem+json; the app's own 0x21-0x7E rule is
-    // what catches the tab, the space and non-ASCII above.
+    // Node's HTTP parser refuses NUL, SOH, ESC and DEL in a header value itself, before the app runs;
+    // the platform answers that as problem+json too. The app's own 0x21-0x7E rule is what catches the
+    // tab, the space and non-ASCII above.
     for (const control of ['\x00', '\x01', '\x1b', '\x7f']) {
       const reply = await rawRequest(suite.api.url, [...head, `Idempotency-Key: intent${control}a`], body);
       expect(reply.statusLine).toBe('HTTP/1.1 400 Bad Request');
+      expect(reply.head).toMatch(/^content-type: application\/problem\+json/im);
+      expect(JSON.parse(reply.body)).toMatchObject({ type: '/problems/bad-request', status: 400 });
     }
     // The same header twice is joined as "dup-1, dup-1" (a space): refused by the app, as problem+json.
     const twice = await rawRequest(suite.api.url, [...head, 'Idempotency-Key: dup-1', 'Idempotency-Key: dup-1'], body);

@@ -4,6 +4,7 @@ import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
+import { answerUnparseableRequestsAsProblems } from './http/client-error';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
 import { REQUEST_ID, REQUEST_ID_HEADER } from './logging/logging.module';
@@ -45,6 +46,7 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
   });
   configureHttpApp(app, options);
   const { host, port } = options.listen(config);
+  answerUnparseableRequestsAsProblems(app.getHttpServer());
   await app.listen(port, host);
   app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
   return app;
