@@ -154,7 +154,7 @@ export class InboxConsumer {
         }
       }
       if (!done) {
-        if (!(await this.processAlone(rest[0], heartbeat, isRunning))) return;
+        if (!(await this.processAlone(rest[0], heartbeat, () => isRunning() && !isStale()))) return;
         done = 1;
       }
       next += done;
@@ -167,11 +167,14 @@ export class InboxConsumer {
     this.options.onLag?.(batch.topic, batch.partition, Number(batch.offsetLag()));
   }
 
-  /** One message with bounded attempts. False when the consumer is stopping (nothing committed). */
-  private async processAlone(message: InboxMessage, heartbeat: () => Promise<void>, isRunning: () => boolean): Promise<boolean> {
+  /**
+   * One message with bounded attempts. False when the consumer is stopping or the partition was
+   * reassigned during the retries (nothing committed; its new owner takes the message from there).
+   */
+  private async processAlone(message: InboxMessage, heartbeat: () => Promise<void>, stillOurs: () => boolean): Promise<boolean> {
     const { dataSource, name, handler, maxAttempts, retryDelayMs, logger } = this.options;
     for (let attempt = 1; ; attempt++) {
-      if (!isRunning()) return false;
+      if (!stillOurs()) return false;
       if (!message.messageId) {
         await this.deadLetter(message, 'missing or malformed message-id header', attempt);
         return true;
