@@ -1,0 +1,154 @@
+/**
+ * `npm run bench`: throughput and latency of the command path, each scenario also as a ratio to a
+ * baseline measured in the same run (the numbers depend on the machine; the ratios much less).
+ * Starts the real command-api from source against its own database (see bench-env.ts), drops and
+ * recreates that database first, and checks every reply: exit 0 all as expected, 1 otherwise, 2 bad usage.
+ */
+import { benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
+import { cpus, loadavg, totalmem } from 'node:os';
+import { RunningApp, startApp } from '../test/support/apps';
+import { OrdersDb } from '../test/support/orders-db';
+import { testEnv } from '../test/support/test-env';
+import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
+import { closedLoop, KeepAliveClient } from './load';
+import { BenchOptions, parseOptions, usage } from './options';
+import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
+import { commandPathScenarios, Expectations, RACE_BURST } from './scenarios';
+
+const POOL_SIZE = '10';
+const LOG_LEVEL = 'warn';
+
+const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
+
+async function bench(options: BenchOptions, database: string): Promise<BenchReport> {
+  const loadAverage1m = loadavg()[0];
+  progress(`recreating database ${database} and starting command-api from source`);
+  await recreateBenchDatabase(benchOrdersUrl, database);
+  const server = await describeServer(benchOrdersUrl);
+  const db = new OrdersDb();
+  let api: RunningApp | undefined;
+  try {
+    api = await startApp('command-api', {
+      NODE_ENV: 'production',
+      LOG_LEVEL,
+      ORDERS_DATABASE_URL: benchOrdersUrl,
+      READINESS_REQUIRES_KAFKA: 'false',
+      DATABASE_POOL_SIZE: POOL_SIZE,
+    });
+    const { tenantId, apiKey } = await db.tenant();
+    const check = new Expectations();
+    const orderId = await seedOrder(api.url, apiKey);
+    const scenarios = commandPathScenarios(apiKey, orderId, options.concurrency, check);
+
+    const results: Omit<ScenarioResult, 'perSecondVsBaseline' | 'p99VsBaseline'>[] = [];
+    let orders = 1;
+    // Every path is warmed up before any is measured: the first scenario must not pay for the JIT of all.
+    for (const phase of ['warmup', 'measured'] as const) {
+      const requests = phase === 'warmup' ? options.warmup : options.requests;
+      progress(`${phase === 'warmup' ? 'warming up' : 'measuring'}: ${requests} requests per scenario`);
+      for (const scenario of scenarios) {
+        const client = new KeepAliveClient(api.url, scenario.connections);
+        try {
+          const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) =>
+            scenario.unit(client, phase, i),
+          );
+          const { name, measures, connections, ordersPerUnit } = scenario;
+          if (phase === 'measured')
+            results.push({ name, measures, connections, ...measured, unexpected: check.unexpected.get(name) ?? 0 });
+          orders += ordersPerUnit * scenario.units(requests);
+        } finally {
+          client.close();
+        }
+      }
+    }
+
+    const problems = [...check.examples];
+    if (check.total > check.examples.length)
+      problems.push(`… ${check.total - check.examples.length} more unexpected replies`);
+    const counts = await db.counts(tenantId);
+    const expected = { orders, receipts: orders, outbox: orders };
+    if (JSON.stringify(counts) !== JSON.stringify(expected)) {
+      problems.push(
+        `database: expected ${JSON.stringify(expected)} (one order, receipt and outbox row per key), found ${JSON.stringify(counts)}`,
+      );
+    }
+    if (api.process.exitCode !== null || api.process.signalCode !== null) {
+      problems.push(`command-api exited during the run:\n${api.output().slice(-2000)}`);
+    }
+
+    return {
+      ok: problems.length === 0,
+      machine: {
+        cpus: cpus().length,
+        cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+        memoryGiB: Math.round(totalmem() / 2 ** 30),
+        node: process.version,
+        platform: `${process.platform} ${process.arch}`,
+        loadAverage1m,
+      },
+      settings: {
+        requests: options.requests,
+        warmup: options.warmup,
+        concurrency: options.concurrency,
+        racingBurst: RACE_BURST,
+        apiProcesses: 1,
+        DATABASE_POOL_SIZE: POOL_SIZE,
+        LOG_LEVEL,
+        database,
+      },
+      server,
+      scenarios: withRatios(results),
+      problems,
+    };
+  } finally {
+    await api?.stop();
+    await db.close();
+  }
+}
+
+/** The order the baseline reads, created through the API like any other. */
+async function seedOrder(baseUrl: string, apiKey: string): Promise<string> {
+  const client = new KeepAliveClient(baseUrl, 1);
+  try {
+    const reply = await client.send({
+      method: 'POST',
+      path: '/v1/orders',
+      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': 'seed' },
+      body: JSON.stringify({ sku: 'BENCH-0', quantity: 1 }),
+    });
+    if (reply.status !== 201) throw new Error(`seeding an order: ${reply.status} ${reply.body}`);
+    return JSON.parse(reply.body).id;
+  } finally {
+    client.close();
+  }
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  if ('help' in options) {
+    process.stdout.write(`${usage}\n`);
+    return 0;
+  }
+  if ('error' in options) {
+    process.stderr.write(`bench: ${options.error}\n`);
+    return 2;
+  }
+  const database = benchDatabaseName(benchOrdersUrl);
+  if (!database || testEnv.ordersUrl !== benchOrdersUrl) {
+    process.stderr.write(
+      `bench: BENCH_ORDERS_DATABASE_URL must name a database of its own containing "bench" (it is dropped): ${benchOrdersUrl}\n`,
+    );
+    return 2;
+  }
+  const report = await bench(options, database);
+  process.stdout.write(`${options.json ? JSON.stringify(report) : printTable(report)}\n`);
+  return report.ok ? 0 : 1;
+}
+
+main().then(
+  (code) => (process.exitCode = code),
+  (error: Error) => {
+    process.stderr.write(`bench: ${error.stack ?? error.message}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,45 @@
+import { parseArgs } from 'node:util';
+
+export interface BenchOptions {
+  requests: number;
+  warmup: number;
+  concurrency: number;
+  json: boolean;
+}
+
+export const usage =
+  'usage: npm run bench -- [--requests N (8-1000000, default 4000)] [--concurrency N (1-256, default 16)] [--json]';
+
+/** The command line, or a one-line reason it is not usable. */
+export function parseOptions(argv: string[]): BenchOptions | { help: true } | { error: string } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        requests: { type: 'string' },
+        concurrency: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }));
+  } catch (error) {
+    return { error: (error as Error).message.split('\n')[0] };
+  }
+  if (values.help) return { help: true };
+  const requests = integer('--requests', values.requests, 4000, 8, 1_000_000);
+  if (typeof requests === 'string') return { error: requests };
+  const concurrency = integer('--concurrency', values.concurrency, 16, 1, 256);
+  if (typeof concurrency === 'string') return { error: concurrency };
+  return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, json: values.json };
+}
+
+function integer(flag: string, text: string | undefined, fallback: number, min: number, max: number): number | string {
+  if (text === undefined) return fallback;
+  const value = /^\d+$/.test(text) ? Number(text) : NaN;
+  return Number.isSafeInteger(value) && value >= min && value <= max
+    ? value
+    : `${flag} must be an integer from ${min} to ${max}, got "${text}"`;
+}
