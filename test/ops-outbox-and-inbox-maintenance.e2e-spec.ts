@@ -69,6 +69,9 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
     const [oldest, , parked] = await outboxRows('status', [{ created: 7200 }, { created: 60 }, { created: 3600, parked: 1800 }, { published: 1 }]);
     const [live, stale] = [`h1-relay-live-${randomUUID().slice(0, 8)}`, `h1-relay-stale-${randomUUID().slice(0, 8)}`];
     relayIds.push(live, stale);
+    // Relays of earlier suites were stopped (some with SIGKILL, which leaves their row with a recent
+    // heartbeat); none runs now. Their rows would own shards here, so only ours may be listed.
+    await orders.pool.query('DELETE FROM outbox_relay_instances');
     await orders.pool.query(
       `INSERT INTO outbox_relay_instances (instance_id, started_at, heartbeat_at, shards, last_publish_at) VALUES
          ($1, now() - interval '10 minutes', now(), '{2,0,1}', now() - interval '5 seconds'),

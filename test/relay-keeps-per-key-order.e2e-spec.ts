@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Headers } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
-import { testKafka } from './support/kafka';
+import { ensureServiceTopics, testKafka } from './support/kafka';
 import { OutboxDb } from './support/outbox-db';
 import { ReadMessage, TopicReader } from './support/topic-reader';
 
@@ -29,6 +29,8 @@ describe('several relay instances', () => {
 
   beforeAll(async () => {
     outbox = await new OutboxDb().init();
+    // The readers subscribe before any relay (which would create the topic) has started.
+    await ensureServiceTopics(kafka);
   });
   afterEach(async () => {
     await Promise.all(relays.splice(0).map((relay) => relay.stop('SIGKILL')));
