@@ -200,12 +200,12 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
 /** Bad usage: [name, args, what the single stderr line says]. Every one exits 2 and changes nothing. */
 const badUsage: [string, string[], RegExp][] = [
   ['outbox:status with an unknown flag', ['outbox:status', '--shard', '3'], /unknown option '--shard'/],
-  ['outbox:cleanup --older-than below a minute', ['outbox:cleanup', '--older-than', '10'], /--older-than must be 60-31536000 seconds/],
+  ['outbox:cleanup --older-than below a minute', ['outbox:cleanup', '--older-than', '10'], /--older-than must be an integer 60-31536000 seconds/],
   ['outbox:cleanup --older-than not a number', ['outbox:cleanup', '--older-than', '7d'], /--older-than/],
-  ['outbox:cleanup --batch-size 0', ['outbox:cleanup', '--batch-size', '0', '--json'], /--batch-size must be 1-100000/],
+  ['outbox:cleanup --batch-size 0', ['outbox:cleanup', '--batch-size', '0', '--json'], /--batch-size must be an integer 1-100000/],
   ['inbox:sweep of an unknown consumer', ['inbox:sweep', '--consumer', 'no-such-consumer', '--json'], /unknown consumer "no-such-consumer" \(known: .+\)/],
   ['inbox:sweep sooner than the declared retention', ['inbox:sweep', '--older-than', '60'], /unknown option '--older-than'/],
-  ['dlq:list --limit 0', ['dlq:list', '--limit', '0'], /--limit must be 1-1000/],
+  ['dlq:list --limit 0', ['dlq:list', '--limit', '0'], /--limit must be an integer 1-1000/],
   ['dlq:list --since not a time', ['dlq:list', '--since', 'yesterday'], /--since must be an ISO 8601 time/],
   ['dlq:list of an unknown consumer', ['dlq:list', '--consumer', 'no-such-consumer'], /unknown consumer "no-such-consumer"/],
   ['dlq:redrive with nothing named', ['dlq:redrive', '--json'], /name the message-ids to re-drive .* or give --all/],

@@ -1,7 +1,8 @@
 import { ConfigService } from '@nestjs/config';
 import { Command, CommandRunner, Option } from 'nest-commander';
 import { declaredRetentions } from '@app/inbox';
-import { CliError, ExitCode } from '../cli-error';
+import { CliError } from '../cli-error';
+import { integerOption } from '../options';
 import { OpsConfig } from '../config';
 import { ConsumerDatabases } from '../consumer-databases';
 import { OrdersDatabase } from '../orders-database.module';
@@ -61,7 +62,7 @@ export class AuditCommand extends CommandRunner {
 
   @Option({ flags: '-l, --limit <n>', description: 'mismatches shown per check, 0-1000 (default 10)' })
   parseLimit(value: string): number {
-    return integer('--limit', value, 0, 1_000);
+    return integerOption('--limit', value, 0, 1_000);
   }
 
   @Option({
@@ -69,17 +70,11 @@ export class AuditCommand extends CommandRunner {
     description: 'events published this recently may still be on their way to consumers: not checked yet, 0-86400 (default 30)',
   })
   parseGraceSeconds(value: string): number {
-    return integer('--grace-seconds', value, 0, 86_400);
+    return integerOption('--grace-seconds', value, 0, 86_400);
   }
 
   @Option({ flags: '--json', description: 'print one line {"ok":bool,"checks":[{"name","checked","mismatches","examples":[...]}]}' })
   parseJson(): boolean {
     return true;
   }
-}
-
-function integer(flag: string, value: string, min: number, max: number): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || n < min || n > max) throw new CliError(`${flag} must be an integer ${min}-${max}`, ExitCode.usage);
-  return n;
 }

@@ -1,6 +1,7 @@
 import { Command, CommandRunner, Option } from 'nest-commander';
 import { carriesItsMessageId, DeadLetter, listDeadLetters } from '@app/inbox';
 import { CliError, ExitCode } from '../cli-error';
+import { integerOption, parseInstant } from '../options';
 import { ConsumerDatabases } from '../consumer-databases';
 import { print } from '../output';
 
@@ -11,8 +12,6 @@ interface ListOptions {
   includeRedriven?: boolean;
   json?: boolean;
 }
-
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
 
 @Command({ name: 'dlq:list', description: 'List dead letters of every consumer, oldest first (re-driven ones only on request)' })
 export class DlqListCommand extends CommandRunner {
@@ -64,16 +63,14 @@ export class DlqListCommand extends CommandRunner {
 
   @Option({ flags: '--since <time>', description: 'only dead-lettered at or after this ISO 8601 time (2026-01-31T08:00:00Z)' })
   parseSince(value: string): Date {
-    const since = new Date(value);
-    if (!ISO_TIME.test(value) || Number.isNaN(since.getTime())) throw new CliError('--since must be an ISO 8601 time, e.g. 2026-01-31T08:00:00Z', ExitCode.usage);
+    const since = parseInstant(value);
+    if (!since) throw new CliError('--since must be an ISO 8601 time with its offset, e.g. 2026-01-31T08:00:00Z', ExitCode.usage);
     return since;
   }
 
   @Option({ flags: '-l, --limit <n>', description: 'at most this many (default 50, at most 1000)' })
   parseLimit(value: string): number {
-    const n = Number(value);
-    if (!/^\d+$/.test(value) || n < 1 || n > 1_000) throw new CliError('--limit must be 1-1000', ExitCode.usage);
-    return n;
+    return integerOption('--limit', value, 1, 1_000);
   }
 
   @Option({ flags: '--include-redriven', description: 'also those already re-driven (redrivenAt set)' })

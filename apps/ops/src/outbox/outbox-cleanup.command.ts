@@ -1,7 +1,7 @@
 import { ConfigService } from '@nestjs/config';
 import { Command, CommandRunner, Help, Option } from 'nest-commander';
 import { countPublishedBefore, deletePublishedBefore } from '@app/outbox';
-import { CliError, ExitCode } from '../cli-error';
+import { integerOption } from '../options';
 import { OpsConfig } from '../config';
 import { OrdersDatabase } from '../orders-database.module';
 import { duration, print } from '../output';
@@ -59,16 +59,12 @@ export class OutboxCleanupCommand extends CommandRunner {
 
   @Option({ flags: '--older-than <seconds>', description: 'age of published rows to delete (default OUTBOX_RETENTION_SECONDS)' })
   parseOlderThan(value: string): number {
-    const n = Number(value);
-    if (!/^\d+$/.test(value) || n < 60 || n > 365 * 24 * 3600) throw new CliError('--older-than must be 60-31536000 seconds', ExitCode.usage);
-    return n;
+    return integerOption('--older-than', value, 60, 365 * 24 * 3600, 'seconds');
   }
 
   @Option({ flags: '-b, --batch-size <n>', description: 'rows per DELETE statement (default 1000)' })
   parseBatchSize(value: string): number {
-    const n = Number(value);
-    if (!/^\d+$/.test(value) || n < 1 || n > 100_000) throw new CliError('--batch-size must be 1-100000', ExitCode.usage);
-    return n;
+    return integerOption('--batch-size', value, 1, 100_000);
   }
 
   @Option({ flags: '--dry-run', description: 'count the rows it would delete; delete nothing' })

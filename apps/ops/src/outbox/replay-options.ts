@@ -1,16 +1,15 @@
 import { CliError, ExitCode } from '../cli-error';
+import { parseInstant } from '../options';
 
 /** A range end: an outbox sequence number, or an instant compared with `published_at`. */
 export type ReplayBound = { sequence: string } | { time: Date };
 
 const SEQUENCE = /^\d{1,18}$/;
-/** A date (midnight UTC) or a date-time that names its offset: an operator's local clock is never guessed. */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i;
 
 export function parseBound(flag: string, value: string): ReplayBound {
   if (SEQUENCE.test(value)) return { sequence: BigInt(value).toString() };
-  const time = ISO_TIME.test(value) ? new Date(value.length === 10 ? `${value}T00:00:00Z` : value) : undefined;
-  if (!time || Number.isNaN(time.getTime())) {
+  const time = parseInstant(value);
+  if (!time) {
     throw new CliError(
       `${flag} must be an outbox sequence number or an ISO 8601 time with its offset (2025-01-31T14:00:00Z), not "${value}"`,
       ExitCode.usage,

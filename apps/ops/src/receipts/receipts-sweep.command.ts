@@ -1,6 +1,6 @@
 import { Command, CommandRunner, Option } from 'nest-commander';
 import { sweepExpiredReceipts } from '@app/idempotency';
-import { CliError, ExitCode } from '../cli-error';
+import { integerOption } from '../options';
 import { OrdersDatabase } from '../orders-database.module';
 import { print } from '../output';
 
@@ -20,9 +20,7 @@ export class ReceiptsSweepCommand extends CommandRunner {
 
   @Option({ flags: '-b, --batch-size <n>', description: 'rows per DELETE statement (default 1000)' })
   parseBatchSize(value: string): number {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < 1 || n > 100_000) throw new CliError('--batch-size must be 1-100000', ExitCode.usage);
-    return n;
+    return integerOption('--batch-size', value, 1, 100_000);
   }
 
   @Option({ flags: '--json', description: 'print {"deleted": n}' })
