@@ -7,7 +7,12 @@ import { testEnv } from './test-env';
 
 /** Writes outbox rows through the real writer, in transactions the test controls. */
 export class OutboxDb {
-  readonly dataSource = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-outbox', poolSize: 4 }));
+  readonly dataSource: DataSource;
+
+  /** `url`: the shared test orders database unless a suite brings its own (support/private-stack.ts). */
+  constructor(url = testEnv.ordersUrl) {
+    this.dataSource = new DataSource(postgresOptions({ url, applicationName: 'e2e-outbox', poolSize: 4 }));
+  }
 
   async init(): Promise<this> {
     await this.dataSource.initialize();

@@ -4,9 +4,10 @@ import { Injectable, OnApplicationBootstrap, BeforeApplicationShutdown } from '@
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource, QueryRunner } from 'typeorm';
+import { KafkaJSError } from 'kafkajs';
+import { DataSource } from 'typeorm';
 import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, parkMessage } from '@app/outbox';
-import { isDatabaseUnavailable } from '@app/platform';
+import { DedicatedSession } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { Backoff } from './backoff';
 import { KafkaPublisher } from './kafka-publisher';
@@ -28,13 +29,16 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly ownership: ShardOwnership;
   private readonly backoff: Backoff;
   private readonly settings: { shardCount: number; batchSize: number; pollMs: number; retentionSeconds: number; cleanupMs: number };
-  /** The relay's own connection: its shard locks, its LISTEN and its batches live and die together. */
-  private session?: QueryRunner;
-  private sessionLost = false;
+  /**
+   * The relay's own connection: its shard locks, its LISTEN and its batches live and die together.
+   * After any database error it is closed (never pooled), so PostgreSQL frees every lock it held.
+   */
+  private session?: DedicatedSession;
   private stopping = false;
   private loop?: Promise<void>;
-  private wake?: () => void;
-  /** A NOTIFY that arrived while a batch was running: the next idle returns at once. */
+  /** Ends the current wait: `work` waits end on new work (NOTIFY) or shutdown, `backoff` waits only on shutdown. */
+  private wake?: { on: 'work' | 'backoff'; done: () => void };
+  /** A NOTIFY that arrived while a batch was running: the next wait for work returns at once. */
   private woken = false;
   private cleanupTimer?: NodeJS.Timeout;
 
@@ -73,9 +77,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearInterval(this.cleanupTimer);
-    this.signal();
+    this.wake?.done();
     await this.loop;
-    if (this.session && !this.sessionLost) {
+    if (this.session && !this.session.lost) {
       await this.ownership.releaseAll(this.session.manager).catch(() => undefined);
     }
     await this.closeSession();
@@ -92,24 +96,29 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBatch(session);
         this.backoff.reset();
-        if (claimed < this.settings.batchSize) await this.idle(this.settings.pollMs);
+        if (claimed < this.settings.batchSize) await this.idle(this.settings.pollMs, 'work');
       } catch (error) {
-        const database = isDatabaseUnavailable(error) || this.sessionLost;
-        this.metrics.failures.inc({ cause: database ? 'database' : 'kafka' });
-        if (database) {
-          this.ownership.forget();
-          await this.closeSession();
-        } else {
+        // kafkajs errors mean the broker; anything else went wrong on the database side.
+        const kafka = error instanceof KafkaJSError && !this.session?.lost;
+        this.metrics.failures.inc({ cause: kafka ? 'kafka' : 'database' });
+        if (kafka) {
           this.metrics.kafkaUp.set(0);
+        } else {
+          // Whatever the error, the locks go with the connection: a session that may still hold them is
+          // never reused, and an instance never believes it owns less than PostgreSQL says it does.
+          this.ownership.forget();
+          this.metrics.ownedShards.set(0);
+          await this.closeSession();
         }
         const delay = this.backoff.next();
-        this.logger.warn({ err: error, retryInMs: delay }, database ? 'database unavailable; retrying' : 'publish failed; rows kept, retrying');
-        await this.idle(delay);
+        this.logger.warn({ err: error, retryInMs: delay }, kafka ? 'publish failed; rows kept, retrying' : 'database trouble; shards released, retrying');
+        // New commits during an outage must not cut the backoff short: only shutdown ends it.
+        await this.idle(delay, 'backoff');
       }
     }
   }
 
-  private async publishBatch(session: QueryRunner): Promise<number> {
+  private async publishBatch({ queryRunner: session }: DedicatedSession): Promise<number> {
     const shards = this.ownership.shards();
     if (!shards.length) return 0;
     const started = process.hrtime.bigint();
@@ -142,40 +151,33 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     }
   }
 
-  private async openSession(): Promise<QueryRunner> {
-    if (this.session && !this.sessionLost) return this.session;
-    const session = this.dataSource.createQueryRunner();
-    const client = (await session.connect()) as import('pg').PoolClient;
-    this.sessionLost = false;
-    const lost = () => {
-      this.sessionLost = true;
-      this.signal();
-    };
-    client.on('error', lost);
-    client.on('end', lost);
-    client.on('notification', () => this.signal());
-    await session.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
+  private async openSession(): Promise<DedicatedSession> {
+    if (this.session && !this.session.lost) return this.session;
+    await this.closeSession();
     this.ownership.forget();
+    const session = await DedicatedSession.open(this.dataSource, {
+      onLost: () => this.signal(),
+      onNotification: () => this.signal(),
+    });
     this.session = session;
+    await session.manager.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
     return session;
   }
 
   private async closeSession(): Promise<void> {
     const session = this.session;
     this.session = undefined;
-    if (!session) return;
-    // A broken connection is dropped by the pool; a healthy one goes back without its LISTEN.
-    if (!this.sessionLost) await session.query(/* sql */ `UNLISTEN *`).catch(() => undefined);
-    await session.release().catch(() => undefined);
+    await session?.close().catch((error) => this.logger.warn({ err: error }, 'closing the relay session failed'));
   }
 
+  /** New work arrived (NOTIFY): ends a wait for work, never a backoff. */
   private signal(): void {
     this.woken = true;
-    this.wake?.();
+    if (this.wake?.on === 'work') this.wake.done();
   }
 
-  private idle(ms: number): Promise<void> {
-    if (this.stopping || this.woken) {
+  private idle(ms: number, kind: 'work' | 'backoff'): Promise<void> {
+    if (this.stopping || (kind === 'work' && this.woken)) {
       this.woken = false;
       return Promise.resolve();
     }
@@ -183,11 +185,11 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       const done = () => {
         clearTimeout(timer);
         this.wake = undefined;
-        this.woken = false;
+        if (kind === 'work') this.woken = false;
         resolve();
       };
       const timer = setTimeout(done, ms);
-      this.wake = done;
+      this.wake = { on: kind, done };
     });
   }
 
