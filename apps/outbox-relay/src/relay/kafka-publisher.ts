@@ -1,6 +1,6 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { Kafka, KafkaJSProtocolError, Message, Producer } from 'kafkajs';
+import { Kafka, KafkaJSProtocolError, Message, Partitioners, Producer } from 'kafkajs';
 import { PinoLogger } from 'nestjs-pino';
 import { Topics } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
@@ -62,21 +62,65 @@ export class KafkaPublisher implements OnApplicationShutdown {
     } catch (error) {
       if (!rejectedForItsOwnSake(error)) throw await this.reset(error);
     }
-    // Find the culprits one by one, in order; an outage in between stops here with what went out.
+    return this.isolateRefused(rows);
+  }
+
+  /**
+   * After a request Kafka refused in part. The broker wrote the request's other partitions, yet kafkajs
+   * rolled back the idempotent sequence numbers of all of them, so the only safe next send on this
+   * producer is each partition's batch exactly as it was: the broker acknowledges a batch it already
+   * wrote as a duplicate instead of writing it twice. A partition whose batch fails again wrote nothing
+   * (one partition per request now, so kafkajs's rollback is right) and is searched one row at a time.
+   * After a refused row, nothing more of its key is sent: those rows stay unpublished, behind the parked
+   * one. Any other failure resets the producer and ends the search with what went out.
+   */
+  private async isolateRefused(rows: OutboxRow[]): Promise<PublishOutcome> {
     const outcome: PublishOutcome = { published: [], rejected: [] };
-    for (const row of rows) {
-      try {
-        await this.send([row]);
-        outcome.published.push(row.id);
-      } catch (error) {
-        if (!rejectedForItsOwnSake(error)) {
-          if (outcome.published.length || outcome.rejected.length) return outcome;
-          throw await this.reset(error);
+    try {
+      for (const batch of await this.byPartition(rows)) {
+        try {
+          await this.send(batch);
+          outcome.published.push(...batch.map((row) => row.id));
+          continue;
+        } catch (error) {
+          if (!rejectedForItsOwnSake(error)) throw error;
         }
-        outcome.rejected.push({ id: row.id, error: describe(error) });
+        const heldBack = new Set<string>();
+        for (const row of batch) {
+          if (heldBack.has(row.message_key)) continue;
+          try {
+            await this.send([row]);
+            outcome.published.push(row.id);
+          } catch (error) {
+            if (!rejectedForItsOwnSake(error)) throw error;
+            outcome.rejected.push({ id: row.id, error: describe(error) });
+            heldBack.add(row.message_key);
+          }
+        }
       }
+    } catch (error) {
+      await this.reset(error);
+      if (!outcome.published.length && !outcome.rejected.length) throw error;
     }
     return outcome;
+  }
+
+  /** The rows grouped as kafkajs grouped them into partitions (same partitioner, current partition counts), in order. */
+  private async byPartition(rows: OutboxRow[]): Promise<OutboxRow[][]> {
+    const topics = [...new Set(rows.map((row) => row.topic))];
+    const admin = this.kafka.admin();
+    await admin.connect();
+    const metadata = await admin.fetchTopicMetadata({ topics }).finally(() => admin.disconnect());
+    const partitionsOf = new Map(metadata.topics.map(({ name, partitions }) => [name, partitions]));
+    const partitionOf = Partitioners.DefaultPartitioner();
+    const batches = new Map<string, OutboxRow[]>();
+    for (const row of rows) {
+      const partitionMetadata = partitionsOf.get(row.topic) ?? [];
+      const partition = partitionOf({ topic: row.topic, partitionMetadata, message: toKafkaMessage(row) });
+      const id = `${row.topic}\u0000${partition}`;
+      batches.set(id, [...(batches.get(id) ?? []), row]);
+    }
+    return [...batches.values()];
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -92,7 +136,7 @@ export class KafkaPublisher implements OnApplicationShutdown {
     });
   }
 
-  /** Drops the producer after an outage so the next attempt reconnects from scratch. */
+  /** Drops the producer after a failure it may have stale sequence numbers from, so the next send starts from scratch. */
   private async reset(error: unknown): Promise<unknown> {
     const producer = this.producer;
     this.producer = undefined;
