@@ -23,10 +23,20 @@ export class KafkaProducer implements OnApplicationShutdown {
     });
   }
 
-  /** Resolves once every in-sync replica has the message; throws when Kafka refused it or is unreachable. */
+  /**
+   * Resolves once every in-sync replica has the message; throws when Kafka refused it or is unreachable.
+   * A failed send drops the producer: kafkajs rolled its sequence numbers back, perhaps for a message
+   * the broker wrote, so the next send starts on a fresh one.
+   */
   async send(topic: string, message: Message): Promise<void> {
     const producer = await this.connect();
-    await producer.send({ topic, acks: -1, messages: [message] });
+    try {
+      await producer.send({ topic, acks: -1, messages: [message] });
+    } catch (error) {
+      this.producer = undefined;
+      await producer.disconnect().catch(() => undefined);
+      throw error;
+    }
   }
 
   async onApplicationShutdown(): Promise<void> {
