@@ -150,6 +150,8 @@ describe('relay shard locks never outlive the ownership of the instance that too
       expect({ unpublished, ...view }).toEqual({ unpublished: 0, holders: view.announced, announced: view.announced });
       expect(view.holders.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: SHARDS }, (_, i) => i));
       expect(view.holders).toHaveLength(3);
+      // Each lost or failed session went back to the pool once, destroyed: never a double release.
+      for (const r of relays) expect(r.output()).not.toMatch(/already been released|closing the relay session failed/);
 
       const ids = (await outbox.dataSource.query('SELECT id FROM outbox_messages WHERE tenant_id = $1', [tenantId])).map(
         (r: { id: string }) => r.id,
