@@ -16,7 +16,9 @@ void runHttpApp({
       .setDescription(
         'Idempotent order commands. Each POST takes an Idempotency-Key: one logical action within ' +
           '(your tenant, the operation, the key) and the retention window (default 24 h, see Idempotency-Expires). ' +
-          'Errors are RFC 9457 application/problem+json.',
+          'Errors are RFC 9457 application/problem+json. Every body is a JSON object of at most 16 KiB, nested at ' +
+          'most 32 levels, whose strings (values and field names) are valid Unicode text without NUL characters; ' +
+          'anything else is a 400 that stores nothing.',
       )
       .addBearerAuth({
         type: 'http',

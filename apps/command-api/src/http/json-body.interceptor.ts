@@ -1,16 +1,28 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import express, { Request, Response } from 'express';
 import { Observable } from 'rxjs';
+import { firstUnacceptableText, MAX_JSON_DEPTH, nestsDeeperThan, TEXT_RULE } from './body-rules';
 import { problemException } from './problem-catalog';
 
 export const MAX_BODY_BYTES = 16 * 1024;
 
-const parseJson = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
+class TooDeep extends Error {}
+
+const parseJson = express.json({
+  limit: MAX_BODY_BYTES,
+  strict: true,
+  type: () => true,
+  // Runs on the raw bytes before JSON.parse: depth is bounded before anything recurses over it.
+  verify: (_req, _res, raw) => {
+    if (nestsDeeperThan(raw, MAX_JSON_DEPTH)) throw new TooDeep();
+  },
+});
 
 /**
  * Parses the JSON body only now — after the guards authenticated and authorised the caller — so an
  * anonymous caller learns nothing from how its body is judged. 415 unless JSON, 413 over 16 KiB,
- * 400 for malformed JSON or anything but an object.
+ * 400 for malformed JSON, anything but an object, nesting deeper than MAX_JSON_DEPTH, or a string
+ * (value or field name) that breaks TEXT_RULE.
  */
 @Injectable()
 export class JsonBodyInterceptor implements NestInterceptor {
@@ -27,11 +39,19 @@ export class JsonBodyInterceptor implements NestInterceptor {
     if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body)) {
       throw problemException('REQUEST.INVALID', 'The body must be a JSON object.');
     }
+    const field = firstUnacceptableText(request.body);
+    if (field) {
+      const message = `${JSON.stringify(field)}: ${TEXT_RULE}`;
+      throw problemException('REQUEST.INVALID', message, { errors: [{ field, message }] });
+    }
     return next.handle();
   }
 }
 
 function bodyProblem(error: unknown) {
+  if (error instanceof TooDeep || (error as { originalError?: unknown }).originalError instanceof TooDeep) {
+    return problemException('REQUEST.INVALID', `The body must not nest arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`);
+  }
   const type = (error as { type?: string }).type;
   if (type === 'entity.too.large') {
     return problemException('REQUEST.TOO_LARGE', `The body must not exceed ${MAX_BODY_BYTES} bytes.`);

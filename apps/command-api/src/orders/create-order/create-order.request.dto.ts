@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { TEXT_RULE } from '../../http/body-rules';
 
 export class CreateOrderRequest {
   @ApiProperty({ pattern: '^[A-Za-z0-9._-]{1,64}$', example: 'SKU-1' })
@@ -16,7 +17,7 @@ export class CreateOrderRequest {
   @ApiPropertyOptional({
     minLength: 1,
     maxLength: 64,
-    description: 'Your own reference. Unique per tenant forever: a second order with it is 409, receipt or not.',
+    description: `Your own reference. Unique per tenant forever: a second order with it is 409, receipt or not. ${TEXT_RULE[0].toUpperCase()}${TEXT_RULE.slice(1)}.`,
   })
   @IsOptional()
   @IsString()
