@@ -116,7 +116,8 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
 
     ids.o3 = await placeOrder('order-3');
     ids.o4 = await placeOrder('order-4');
-    await cancelOrder(ids.o3, 'cancel-3');
+    // Named in upper case, as a client may: the event must still be the order's, under its canonical id.
+    await cancelOrder(ids.o3.toUpperCase(), 'cancel-3');
     await consumersCaughtUp(6);
     laterMessageIds = (await outboxIds()).slice(3);
   }, 300_000);
@@ -225,6 +226,32 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
       await orders.query(`UPDATE outbox_messages SET tenant_id = $2 WHERE id = $1`, [o1Cancelled, tenant]);
     }
   }, 180_000);
+
+  it('names an event keyed by another spelling of its order id, as cancels were written before ids were canonical', async () => {
+    const { rows } = await orders.query(
+      `UPDATE outbox_messages SET message_key = upper(message_key), payload = jsonb_set(payload, '{orderId}', to_jsonb(upper(message_key)))
+       WHERE message_key = $1 AND event_type = 'OrderCancelled' RETURNING id`,
+      [ids.o1],
+    );
+    try {
+      const report = failedReport(await audit(['--json', '--grace-seconds', '0']));
+      expect(mismatches(report)).toMatchObject({ 'orders-have-outbox-events': 1, 'outbox-events-have-orders': 1 });
+      expect(check(report, 'outbox-events-have-orders').examples).toEqual([
+        expect.objectContaining({
+          problem: "event is keyed by another spelling of its order id: another Kafka key than the order's other events",
+          messageId: rows[0].id,
+          order: ids.o1.toUpperCase(),
+        }),
+      ]);
+      expect(check(report, 'outbox-events-have-orders').hint).toMatch(/another spelling of its order id/);
+      expect(check(report, 'orders-have-outbox-events').examples).toEqual([expect.objectContaining({ order: ids.o1, event: 'OrderCancelled' })]);
+    } finally {
+      await orders.query(`UPDATE outbox_messages SET message_key = $1, payload = jsonb_set(payload, '{orderId}', to_jsonb($1::text)) WHERE id = $2`, [
+        ids.o1,
+        rows[0].id,
+      ]);
+    }
+  }, 120_000);
 
   it('after the orders database is restored from an older dump, names the events the consumers remember and it forgot', async () => {
     await Promise.all(apps.splice(0).map((app) => app.stop()));

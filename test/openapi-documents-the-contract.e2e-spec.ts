@@ -171,6 +171,18 @@ describe('the OpenAPI document of the command API', () => {
     expect(read.operationId).toBe('orders.read');
     expectProblemResponses(read.responses);
 
+    // One order id parameter on both routes, stating the id rule: any letter case, one order, answered in lower case.
+    for (const route of [read, operation('/v1/orders/{id}/cancel', 'post')]) {
+      const ids = route.parameters.filter((p: { in: string; name: string }) => p.in === 'path' && p.name === 'id');
+      expect(ids).toEqual([
+        expect.objectContaining({
+          required: true,
+          schema: { type: 'string', format: 'uuid', pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$' },
+          description: expect.stringMatching(/any letter case.*same order.*same request.*lower case/s),
+        }),
+      ]);
+    }
+
     const receipts = operation('/v1/idempotency-receipts/{operation}/{key}', 'get');
     expectProblemResponses(receipts.responses);
     const byName = Object.fromEntries(receipts.parameters.map((p: { name: string }) => [p.name, p]));

@@ -1,4 +1,5 @@
 export * from './operations';
 export * from './headers';
+export * from './ids';
 export * from './order-events';
 export * from './topics';

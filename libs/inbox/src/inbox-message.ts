@@ -1,5 +1,5 @@
 import type { KafkaMessage } from 'kafkajs';
-import { Headers } from '@app/contracts';
+import { canonicalUuid, Headers } from '@app/contracts';
 
 /** A Kafka message as a consumer handler sees it: coordinates, key, headers as strings, raw value. */
 export interface InboxMessage {
@@ -14,14 +14,11 @@ export interface InboxMessage {
   eventType?: string;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export function toInboxMessage(topic: string, partition: number, message: KafkaMessage): InboxMessage {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(message.headers ?? {})) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.map(String).join(',') : value.toString();
   }
-  const messageId = headers[Headers.messageId];
   return {
     topic,
     partition,
@@ -29,7 +26,7 @@ export function toInboxMessage(topic: string, partition: number, message: KafkaM
     key: message.key?.toString() ?? null,
     headers,
     value: message.value?.toString() ?? null,
-    messageId: messageId && UUID.test(messageId) ? messageId.toLowerCase() : undefined,
+    messageId: canonicalUuid(headers[Headers.messageId]),
     eventType: headers[Headers.eventType],
   };
 }

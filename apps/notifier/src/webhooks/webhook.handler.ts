@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { Headers, ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1 } from '@app/contracts';
+import { canonicalUuid, Headers, ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1 } from '@app/contracts';
 import { HandlerOutcome, InboxHandler, InboxMessage, MalformedMessage } from '@app/inbox';
 import { queryRows } from '@app/platform';
 
@@ -83,8 +83,6 @@ export function webhookHandler(options: WebhookHandlerOptions): InboxHandler {
   };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** The payload as OrderPlacedV1, its tenant agreeing with the `tenant-id` header; otherwise malformed. */
 function parsePlaced(message: InboxMessage): OrderPlacedV1 {
   let payload: unknown;
@@ -100,6 +98,7 @@ function parsePlaced(message: InboxMessage): OrderPlacedV1 {
   if (typeof placed.tenantId !== 'string' || placed.tenantId !== message.headers[Headers.tenantId]) {
     throw new MalformedMessage(`payload tenant ${String(placed.tenantId)} does not match the tenant-id header`);
   }
-  if (typeof placed.orderId !== 'string' || !UUID.test(placed.orderId)) throw new MalformedMessage('payload.orderId must be a UUID');
-  return placed as OrderPlacedV1;
+  const orderId = canonicalUuid(placed.orderId);
+  if (!orderId) throw new MalformedMessage('payload.orderId must be a UUID');
+  return { ...(placed as OrderPlacedV1), orderId };
 }

@@ -1,10 +1,10 @@
 import { EntityManager } from 'typeorm';
-import { Operations, OrderEventTypes } from '@app/contracts';
+import { Operations, OrderEventTypes, UUID_PATTERN } from '@app/contracts';
 import { queryRows } from '@app/platform';
 import { CheckResult, Mismatch } from './audit-report';
 
-/** Matches what `::uuid` accepts from our writers, so a foreign key or effect id never aborts a check. */
-const UUID = `'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'`;
+/** The id rule (libs/contracts) as a SQL literal: `::uuid` takes every text it matches, so a foreign key or effect id never aborts a check. */
+const UUID = `'${UUID_PATTERN.source}'`;
 
 /**
  * A check inside the orders database. `judged` selects every row the check covers, with a `problem`
@@ -50,7 +50,7 @@ export function receiptsHaveEffects(manager: EntityManager, limit: number): Prom
              WHEN r.operation = $1 AND o.status <> 'cancelled' THEN 'receipt says cancelled, the order is not'
            END AS problem
     FROM idempotency_receipts r
-    LEFT JOIN orders o ON r.effect_type = 'order' AND o.id = CASE WHEN r.effect_id ~* ${UUID} THEN r.effect_id::uuid END
+    LEFT JOIN orders o ON r.effect_type = 'order' AND o.id = CASE WHEN r.effect_id ~ ${UUID} THEN r.effect_id::uuid END
     WHERE r.completed_at IS NOT NULL AND r.expires_at > now() AND r.effect_type IS NOT NULL`;
   return judge(
     manager,
@@ -115,10 +115,11 @@ export function outboxEventsHaveOrders(manager: EntityManager, limit: number): P
              WHEN o.id IS NULL THEN 'event names an order that does not exist'
              WHEN o.tenant_id <> m.tenant_id THEN 'event tenant differs from its order''s tenant'
              WHEN m.payload->>'tenantId' IS DISTINCT FROM m.tenant_id THEN 'event payload names another tenant'
+             WHEN m.message_key <> o.id::text THEN 'event is keyed by another spelling of its order id: another Kafka key than the order''s other events'
              WHEN m.payload->>'orderId' IS DISTINCT FROM m.message_key THEN 'event payload names another order'
            END AS problem
     FROM outbox_messages m
-    LEFT JOIN orders o ON o.id = CASE WHEN m.message_key ~* ${UUID} THEN m.message_key::uuid END
+    LEFT JOIN orders o ON o.id = CASE WHEN m.message_key ~ ${UUID} THEN m.message_key::uuid END
     WHERE m.event_type IN ($1, $2)`;
   const parameters = [OrderEventTypes.placed, OrderEventTypes.cancelled];
   return judge(
@@ -136,6 +137,8 @@ export function outboxEventsHaveOrders(manager: EntityManager, limit: number): P
       orderTenant: row.order_tenant,
       createdAt: row.at.toISOString(),
     }),
-    'These events describe no committed order of their tenant, yet consumers act on them: find who wrote them before any replay. See docs/audit.md.',
+    'These events describe no committed order of their tenant, yet consumers act on them: find who wrote them before any replay. ' +
+      'One keyed by another spelling of its order id (written before ids were canonicalised) may have reached consumers out of order ' +
+      'with its order\'s other events. See docs/audit.md.',
   );
 }

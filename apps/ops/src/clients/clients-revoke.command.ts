@@ -1,10 +1,9 @@
 import { Command, CommandRunner, Option } from 'nest-commander';
 import { revokeApiClient } from '@app/api-clients';
+import { canonicalUuid } from '@app/contracts';
 import { CliError, ExitCode } from '../cli-error';
 import { OrdersDatabase } from '../orders-database.module';
 import { print } from '../output';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 @Command({
   name: 'clients:revoke',
@@ -16,8 +15,9 @@ export class ClientsRevokeCommand extends CommandRunner {
     super();
   }
 
-  async run([clientId]: string[], options: { json?: boolean }): Promise<void> {
-    if (!UUID.test(clientId)) throw new CliError('clientId must be a UUID (see clients:list)', ExitCode.usage);
+  async run([text]: string[], options: { json?: boolean }): Promise<void> {
+    const clientId = canonicalUuid(text);
+    if (!clientId) throw new CliError('clientId must be a UUID (see clients:list)', ExitCode.usage);
     const client = await revokeApiClient(await this.db.manager(), clientId);
     if (!client) throw new CliError(`no client ${clientId}`);
     const result = { clientId, tenant: client.tenantId, revokedAt: client.revokedAt!.toISOString() };

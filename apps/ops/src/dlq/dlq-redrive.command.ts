@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Command, CommandRunner, Help, Option } from 'nest-commander';
 import { Message } from 'kafkajs';
-import { DeadLetterHeaders, Headers } from '@app/contracts';
+import { canonicalUuid, DeadLetterHeaders, Headers } from '@app/contracts';
 import { carriesItsMessageId, DeadLetter, forgetDeadLettered, listDeadLetters, lockDeadLetter, markRedriven } from '@app/inbox';
 import { CliError, ExitCode } from '../cli-error';
 import { ConsumerDatabase, ConsumerDatabases, RegisteredConsumer } from '../consumer-databases';
@@ -31,7 +31,6 @@ interface RedriveReport {
 
 /** --all takes at most this many per run; run it again for the rest. */
 const ALL_LIMIT = 10_000;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DEAD_LETTER_HEADERS = new Set<string>(Object.values(DeadLetterHeaders));
 
 @Command({
@@ -48,10 +47,10 @@ export class DlqRedriveCommand extends CommandRunner {
   }
 
   async run(args: string[], options: RedriveOptions): Promise<void> {
-    const messageIds = [...new Set(args.map((id) => id.toLowerCase()))];
+    const messageIds = [...new Set(args.map((id) => canonicalUuid(id) ?? id))];
     if (messageIds.length && options.all) throw new CliError('name message-ids or give --all, not both', ExitCode.usage);
     if (!messageIds.length && !options.all) throw new CliError('name the message-ids to re-drive (see dlq:list), or give --all', ExitCode.usage);
-    const malformed = messageIds.filter((id) => !UUID.test(id));
+    const malformed = messageIds.filter((id) => !canonicalUuid(id));
     if (malformed.length) throw new CliError(`not a message-id (UUID): ${malformed.join(', ')}`, ExitCode.usage);
 
     const found = await this.find(messageIds, options);

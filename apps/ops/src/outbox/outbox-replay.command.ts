@@ -242,9 +242,9 @@ export class OutboxReplayCommand extends CommandRunner {
     return parse.parseText('--tenant', value);
   }
 
-  @Option({ flags: '--aggregate <id>', description: 'only this aggregate (the Kafka message key, e.g. an order id)' })
+  @Option({ flags: '--aggregate <id>', description: 'only this aggregate (the Kafka message key, e.g. an order id, in any letter case)' })
   parseAggregate(value: string): string {
-    return parse.parseText('--aggregate', value);
+    return parse.parseAggregate(value);
   }
 
   @Option({ flags: '--dry-run', description: "print counts per topic and tenant and the guard's verdict; publish nothing" })

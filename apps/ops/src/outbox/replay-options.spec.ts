@@ -1,5 +1,5 @@
 import { CliError, ExitCode } from '../cli-error';
-import { batchSize, checkRange, parseBound, parseRate } from './replay-options';
+import { batchSize, checkRange, parseAggregate, parseBound, parseRate, parseReplayId } from './replay-options';
 import { Pacer } from './replay-pacer';
 
 const usage = (run: () => unknown) => {
@@ -21,6 +21,17 @@ describe('outbox:replay options', () => {
     for (const bad of ['yesterday', '', '-1', '1.5', '2025-01-31T14:00:00', '2025-13-40', '2025-02-30T00:00:00Z x']) {
       expect(usage(() => parseBound('--from', bad))).toBe(true);
     }
+  });
+
+  it('reads an order id in any letter case as the one key its events carry; other keys as typed', () => {
+    const id = '0f8fad5b-d9cb-469f-a165-70867728950e';
+    for (const typed of [id, id.toUpperCase(), '0F8FAD5B-d9cb-469F-A165-70867728950E']) {
+      expect(parseAggregate(typed)).toBe(id);
+      expect(parseReplayId(typed)).toBe(id);
+    }
+    expect(parseAggregate('Customer-7')).toBe('Customer-7');
+    expect(usage(() => parseAggregate(' '))).toBe(true);
+    expect(usage(() => parseReplayId(`{${id}}`))).toBe(true);
   });
 
   it('refuses a range that ends before it starts, when both ends are of one kind', () => {

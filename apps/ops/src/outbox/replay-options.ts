@@ -1,3 +1,4 @@
+import { canonicalUuid } from '@app/contracts';
 import { CliError, ExitCode } from '../cli-error';
 import { parseInstant } from '../options';
 
@@ -52,11 +53,18 @@ export function parseText(flag: string, value: string): string {
   return value;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export function parseReplayId(value: string): string {
-  if (!UUID.test(value)) throw new CliError(`--resume takes the replay id (a UUID) a replay printed, not "${value}"`, ExitCode.usage);
-  return value.toLowerCase();
+  const id = canonicalUuid(value);
+  if (!id) throw new CliError(`--resume takes the replay id (a UUID) a replay printed, not "${value}"`, ExitCode.usage);
+  return id;
+}
+
+/**
+ * An aggregate id as its events are keyed: a UUID (an order id) in its canonical lower-case form, in
+ * whatever case the operator typed it; any other key exactly as given.
+ */
+export function parseAggregate(value: string): string {
+  return canonicalUuid(value) ?? parseText('--aggregate', value);
 }
 
 /** Rows per batch: about one second's worth under --rate, so an interrupt never waits long for the batch in flight. */

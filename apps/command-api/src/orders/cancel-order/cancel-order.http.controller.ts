@@ -12,7 +12,7 @@ import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from 
 import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
 import { respondIdempotently } from '../../http/idempotent-response';
 import { JsonBodyInterceptor } from '../../http/json-body.interceptor';
-import { orderIdPipe } from '../../http/order-id.pipe';
+import { ApiOrderIdParam, orderIdPipe } from '../../http/order-id.pipe';
 import { strictValidation } from '../../http/validation.pipe';
 import { commandContext } from '../command-context';
 import { OrderResponse } from '../order.response';
@@ -38,6 +38,7 @@ export class CancelOrderHttpController {
   @RequiresOperation(Operations.cancelOrder)
   @UseInterceptors(JsonBodyInterceptor)
   @ApiOperation({ operationId: Operations.cancelOrder, summary: 'Cancel an order, once per Idempotency-Key' })
+  @ApiOrderIdParam()
   @ApiIdempotencyKeyHeader()
   @ApiOkResponse({ type: OrderResponse, description: 'The cancelled order.', headers: idempotencyHeaders })
   @ApiResponse({

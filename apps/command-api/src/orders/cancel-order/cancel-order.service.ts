@@ -17,7 +17,10 @@ export class CancelOrderService {
     private readonly policy: IdempotencyPolicy,
   ) {}
 
-  /** Cancels once per (tenant, orders.cancel, key): the update, its OrderCancelled event and the receipt commit together. */
+  /**
+   * Cancels once per (tenant, orders.cancel, key): the update, its OrderCancelled event and the receipt commit together.
+   * `orderId` is canonical (the order-id pipe): the fingerprint is one for every spelling a client used.
+   */
   execute(tenantId: string, key: string, orderId: string, reason: string, context: CommandContext): Promise<IdempotentResponse> {
     const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
     return this.dataSource.transaction((manager) =>
@@ -41,7 +44,7 @@ export class CancelOrderService {
     const current = rows[0];
     if (!current) return problemResponse('ORDER.NOT_FOUND', `No order ${orderId}.`);
     if (current.status === 'cancelled') {
-      return problemResponse('ORDER.ALREADY_CANCELLED', `Order ${orderId} was already cancelled.`, {
+      return problemResponse('ORDER.ALREADY_CANCELLED', `Order ${current.id} was already cancelled.`, {
         order: toOrderResponse(current),
       });
     }
@@ -54,11 +57,12 @@ export class CancelOrderService {
       RETURNING ${ORDER_COLUMNS}`,
       [orderId, tenantId, reason],
     );
+    // The event, its Kafka key and the receipt's effect name the order as stored, as OrderPlaced did: one key, one partition.
     const order = updated.rows[0];
-    const cancelled: OrderCancelledV1 = { orderId, tenantId, reason, cancelledAt: order.cancelled_at!.toISOString() };
+    const cancelled: OrderCancelledV1 = { orderId: order.id, tenantId, reason, cancelledAt: order.cancelled_at!.toISOString() };
     const messageId = await addToOutbox(manager, {
       topic: Topics.orderEvents,
-      key: orderId,
+      key: order.id,
       type: OrderEventTypes.cancelled,
       version: ORDER_EVENT_VERSION,
       tenantId,
@@ -66,6 +70,6 @@ export class CancelOrderService {
       headers: { traceparent: context.traceparent },
     });
     if (context.failAfterEffect) throw new InjectedFault('failed after the cancellation and its event, before the receipt');
-    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: orderId }, messageIds: [messageId] };
+    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: order.id }, messageIds: [messageId] };
   }
 }

@@ -8,7 +8,7 @@ import { queryRows } from '@app/platform';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { ApiAuthenticatedResponses, ProblemDoc } from '../../http/api-docs';
-import { orderIdPipe } from '../../http/order-id.pipe';
+import { ApiOrderIdParam, orderIdPipe } from '../../http/order-id.pipe';
 import { problemException } from '../../http/problem-catalog';
 import { ORDER_COLUMNS, OrderResponse, OrderRow, toOrderResponse } from '../order.response';
 
@@ -21,6 +21,7 @@ export class GetOrderHttpController {
   @Get(':id')
   @RequiresOperation(Operations.readOrders)
   @ApiOperation({ operationId: Operations.readOrders, summary: "Read one of your tenant's orders" })
+  @ApiOrderIdParam()
   @ApiOkResponse({ type: OrderResponse, description: 'The order, as it is now.' })
   @ApiResponse({ status: 400, type: ProblemDoc, description: 'The id is not a UUID.' })
   @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's." })
