@@ -5,13 +5,14 @@ import { CreateApiClientsReceiptsOutbox1764720000001 } from './orders/1764720000
 import { CreateOutboxReplays1764720000020 } from './orders/1764720000020-create-outbox-replays';
 import { IndexOrdersByTime1764720000030 } from './orders/1764720000030-index-orders-by-time';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
+import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
 import { CreateWebhookDeliveries1764720000200 } from './notifier/1764720000200-create-webhook-deliveries';
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
 export const migrationSets = {
   orders: [CreateOrders1764720000000, CreateApiClientsReceiptsOutbox1764720000001, CreateOutboxReplays1764720000020, IndexOrdersByTime1764720000030],
-  fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100],
+  fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200],
 } as const;
 
