@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ConfigService } from '@nestjs/config';
 import { Command, CommandRunner, Option } from 'nest-commander';
 import { EntityManager } from 'typeorm';
-import { queryRows } from '@app/platform';
+import { DedicatedSession, queryRows } from '@app/platform';
 import { CliError, ExitCode } from '../cli-error';
 import { OpsConfig } from '../config';
 import { ConsumerDatabases } from '../consumer-databases';
@@ -61,13 +61,13 @@ export class OutboxReplayCommand extends CommandRunner {
   async run(args: string[], options: ReplayOptions): Promise<void> {
     checkUsage(args, options);
     const orders = await this.db.manager();
-    // One session of its own: it holds the replay's advisory lock until the command ends.
-    const session = orders.connection.createQueryRunner();
-    await session.connect();
+    // One session of its own: it holds the replay's advisory lock until the command ends, and the lock
+    // goes with the connection (never back to the pool still held).
+    const session = await DedicatedSession.open(orders.connection);
     try {
       await this.replay(session.manager, options);
     } finally {
-      await session.release();
+      await session.close();
     }
   }
 
