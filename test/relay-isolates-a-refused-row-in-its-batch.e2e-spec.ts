@@ -6,6 +6,7 @@ import { ensureServiceTopics, testKafka } from './support/kafka';
 import { sample, scrape } from './support/observe';
 import { OutboxDb } from './support/outbox-db';
 import { privateDatabases } from './support/private-stack';
+import { LONG_RUN, searchSettings } from './support/search';
 import { TopicReader } from './support/topic-reader';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -118,6 +119,6 @@ describe('rows Kafka refuses in the middle of a batch', () => {
   it('a request Kafka refused in part: every other row arrives exactly once and the relay settles, for any layout', async () => {
     // Many keys over every partition: the broker wrote most of the failed request.
     await check({ keys: 40, perKey: 4, refused: [[3, 2], [17, 2], [29, 1]] });
-    await fc.assert(fc.asyncProperty(layouts, check), { numRuns: 4, endOnFailure: true });
-  });
+    await fc.assert(fc.asyncProperty(layouts, check), searchSettings({ fast: 4, long: 40 }));
+  }, LONG_RUN ? 30 * 60_000 : 180_000);
 });

@@ -6,6 +6,7 @@ import { ensureServiceTopics, testKafka } from './support/kafka';
 import { OutboxDb } from './support/outbox-db';
 import { sample, scrape } from './support/observe';
 import { privateDatabases } from './support/private-stack';
+import { LONG_RUN } from './support/search';
 import { TopicReader } from './support/topic-reader';
 
 const SHARDS = 16;
@@ -125,9 +126,10 @@ describe('relay shard locks never outlive the ownership of the instance that too
           );
         }
       };
-      await chaos(5_000);
+      const phase = LONG_RUN ? 60_000 : 5_000;
+      await chaos(phase);
       await relay(); // a third instance joins: shards move while the faults go on
-      await chaos(5_000);
+      await chaos(phase);
 
       await outbox.dataSource.query('UPDATE relay_faults SET probability = 0');
       writing = false;
@@ -162,5 +164,5 @@ describe('relay shard locks never outlive the ownership of the instance that too
     } finally {
       await read.stop();
     }
-  });
+  }, LONG_RUN ? 30 * 60_000 : 180_000);
 });

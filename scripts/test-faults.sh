@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `npm run test:faults`: the long fault and fuzz runs (minutes; not part of `npm test`, which runs a
+# fast slice of each). Installs if needed, brings PostgreSQL and Kafka up, then runs the suites that
+# search with random inputs and random fault timing, at their long settings. Extra arguments go to jest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-deps.sh
+bash scripts/infra.sh up
+export TEST_LONG=1
+echo "Running the fault and fuzz suites at their long settings (test/support/search.ts)..."
+npx jest --runInBand --selectProjects e2e \
+  test/hostile-input-never-gets-a-5xx.e2e-spec.ts \
+  test/relay-shard-locks-follow-their-owner.e2e-spec.ts \
+  test/relay-isolates-a-refused-row-in-its-batch.e2e-spec.ts \
+  test/idempotency-matches-a-model.e2e-spec.ts \
+  "$@"
