@@ -1,6 +1,8 @@
 import { EntityManager } from 'typeorm';
 import { Headers } from '@app/contracts';
 import { queryRows } from '@app/platform';
+import { remember } from './inbox';
+import { InboxMessage } from './inbox-message';
 
 /** A message a consumer gave up on (`dead_letters`), with the original key, value and headers. */
 export interface DeadLetter {
@@ -46,6 +48,36 @@ interface DeadLetterRow {
 
 const COLUMNS = /* sql */ `consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type, headers, payload,
   error, attempts, dead_lettered_at, redriven_at`;
+
+/**
+ * Records a message the consumer gave up on, in the caller's transaction: its inbox row
+ * (`dead-lettered`, so a redelivery is a duplicate) and its `dead_letters` row for ops to list and re-drive.
+ */
+export async function recordDeadLetter(
+  manager: EntityManager,
+  consumer: string,
+  message: InboxMessage & { messageId: string },
+  error: string,
+  attempts: number,
+): Promise<void> {
+  await remember(manager, consumer, message, 'dead-lettered');
+  await queryRows(
+    manager,
+    /* sql */ `
+    INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type,
+                              headers, payload, error, attempts)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    ON CONFLICT (consumer, message_id) DO UPDATE
+    SET topic = EXCLUDED.topic, kafka_partition = EXCLUDED.kafka_partition, kafka_offset = EXCLUDED.kafka_offset,
+        message_key = EXCLUDED.message_key, event_type = EXCLUDED.event_type, headers = EXCLUDED.headers,
+        payload = EXCLUDED.payload, error = EXCLUDED.error, attempts = EXCLUDED.attempts,
+        dead_lettered_at = now(), redriven_at = NULL
+    -- A re-driven message that failed again is open again; a redelivered one (crash before the offset commit) stays as recorded.
+    WHERE dead_letters.redriven_at IS NOT NULL`,
+    [consumer, message.messageId, message.topic, message.partition, message.offset, message.key, message.eventType ?? null,
+      JSON.stringify(message.headers), message.value, error, attempts],
+  );
+}
 
 /** Dead letters in this database, oldest first; re-driven ones only when asked for. */
 export async function listDeadLetters(manager: EntityManager, filter: DeadLetterFilter): Promise<DeadLetter[]> {

@@ -1,11 +1,18 @@
-import { createHash } from 'node:crypto';
-import { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { DeadLetterHeaders } from '@app/contracts';
-import { isDatabaseUnavailable, orderedProducer, queryRows } from '@app/platform';
-import { declareRetention, InboxHandler, InboxOutcome, processOnce, remember, sweepInbox } from './inbox';
-import { InboxMessage, MalformedMessage, toInboxMessage } from './inbox-message';
+import { keepLateConnectionErrorsFromCrashing } from '@app/platform';
+import { DeadLetterPublisher } from './dead-letter-publisher';
+import { DeadLettering, logFields, PartitionTurn, pause } from './dead-lettering';
+import { failureKind } from './failure-kind';
+import { declareRetention, InboxHandler, InboxOutcome, processOnce, sweepInbox } from './inbox';
+import { InboxMessage, toInboxMessage } from './inbox-message';
+
+/**
+ * What became of a message: handled (`InboxOutcome`), `dead-lettered`, or `dead-letter-refused` — given
+ * up on, and the dead-letter topic refused it for its own sake, so it is recorded in `dead_letters` only.
+ */
+export type ConsumerOutcome = InboxOutcome | 'dead-lettered' | 'dead-letter-refused';
 
 export interface InboxConsumerOptions {
   /** The consumer's name: its inbox key and its Kafka group id. */
@@ -15,12 +22,16 @@ export interface InboxConsumerOptions {
   dataSource: DataSource;
   handler: InboxHandler;
   deadLetterTopic: string;
-  /** Attempts before a failing message is dead-lettered. Database outages are not counted. */
+  /**
+   * Attempts before a failing message is dead-lettered. Only an unreachable database is not counted
+   * (`isDatabaseUnreachable`); a statement timeout or a deadlock is an attempt like any other failure.
+   */
   maxAttempts: number;
+  /** Backoff before retry `n` (1, 2, …); also paces the waits while the database or Kafka is unreachable. */
   retryDelayMs: (attempt: number) => number;
   logger: Logger;
   /** Called once per message with what became of it (for metrics). */
-  onOutcome?: (outcome: InboxOutcome | 'dead-lettered', message: InboxMessage) => void;
+  onOutcome?: (outcome: ConsumerOutcome, message: InboxMessage) => void;
   onLag?: (topic: string, partition: number, lag: number) => void;
   /**
    * Messages that get a transaction of their own: those whose handler calls the outside world (a
@@ -50,11 +61,13 @@ const MAX_MESSAGES_PER_TRANSACTION = 200;
  * the Kafka offsets only after the database commit. A crash in between redelivers the batch, and
  * the inbox turns the redelivery into duplicates. A message that keeps failing is retried
  * `maxAttempts` times (alone, so it cannot hold good messages hostage), then sent to the dead-letter
- * topic with its error and original coordinates, recorded, and the partition moves on.
+ * topic with its error and original coordinates, recorded, and the partition moves on. Only an
+ * unreachable database (or Kafka, for the dead letter) is waited out without counting.
  */
 export class InboxConsumer {
   private consumer?: Consumer;
-  private producer?: Producer;
+  private publisher?: DeadLetterPublisher;
+  private deadLetters?: DeadLettering;
   private starting?: Promise<void>;
   private sweepTimer?: NodeJS.Timeout;
   private stopped = false;
@@ -68,6 +81,7 @@ export class InboxConsumer {
    */
   async run(): Promise<void> {
     const { dataSource, name, retentionSeconds, sweepIntervalSeconds } = this.options;
+    keepLateConnectionErrorsFromCrashing(dataSource);
     await declareRetention(dataSource.manager, name, retentionSeconds);
     this.starting = this.startWhenKafkaAnswers();
     if (sweepIntervalSeconds > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepIntervalSeconds * 1000).unref();
@@ -114,9 +128,10 @@ export class InboxConsumer {
   }
 
   private async connect(): Promise<void> {
-    const { kafka, name, topics } = this.options;
-    this.producer = orderedProducer(kafka);
-    await this.producer.connect();
+    const { kafka, name, topics, deadLetterTopic } = this.options;
+    this.publisher = new DeadLetterPublisher(kafka, deadLetterTopic);
+    this.deadLetters = new DeadLettering(this.options, this.publisher);
+    await this.publisher.connect();
     this.consumer = kafka.consumer({
       groupId: name,
       allowAutoTopicCreation: false,
@@ -132,13 +147,14 @@ export class InboxConsumer {
 
   private async disconnect(): Promise<void> {
     await this.consumer?.disconnect();
-    await this.producer?.disconnect();
+    await this.publisher?.disconnect();
   }
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const messages = batch.messages.map((message) => toInboxMessage(batch.topic, batch.partition, message));
+    const turn: PartitionTurn = { heartbeat, stillOurs: () => isRunning() && !isStale() };
     let next = 0;
-    while (next < messages.length && isRunning() && !isStale()) {
+    while (next < messages.length && turn.stillOurs()) {
       const rest = messages.slice(next);
       const alone = rest.findIndex((message) => !message.messageId || this.options.oneAtATime?.(message));
       const chunk = rest.slice(0, Math.min(alone < 0 ? rest.length : alone, MAX_MESSAGES_PER_TRANSACTION));
@@ -149,12 +165,13 @@ export class InboxConsumer {
           outcomes.forEach((outcome, i) => this.settled(outcome, chunk[i]));
           done = chunk.length;
         } catch (error) {
-          if (isDatabaseUnavailable(error)) throw error; // kafkajs retries the batch; no offset moves
-          // Something in the chunk fails: go on one message at a time to find it.
+          // A message of the chunk fails, or the database is unreachable: one at a time finds the
+          // culprit and counts its attempts, and waits out an outage without counting.
+          this.options.logger.debug({ consumer: this.options.name, messages: chunk.length, err: error }, 'batch failed; going one message at a time');
         }
       }
       if (!done) {
-        if (!(await this.processAlone(rest[0], heartbeat, () => isRunning() && !isStale()))) return;
+        if (!(await this.processAlone(rest[0], turn))) return;
         done = 1;
       }
       next += done;
@@ -168,82 +185,34 @@ export class InboxConsumer {
   }
 
   /**
-   * One message with bounded attempts. False when the consumer is stopping or the partition was
-   * reassigned during the retries (nothing committed; its new owner takes the message from there).
+   * One message with bounded attempts. An unreachable database is waited out, with a backoff that grows
+   * while it lasts, and not counted; every other failure is. False when the consumer is stopping or the
+   * partition was reassigned meanwhile (nothing committed; its new owner takes the message from there).
    */
-  private async processAlone(message: InboxMessage, heartbeat: () => Promise<void>, stillOurs: () => boolean): Promise<boolean> {
+  private async processAlone(message: InboxMessage, turn: PartitionTurn): Promise<boolean> {
     const { dataSource, name, handler, maxAttempts, retryDelayMs, logger } = this.options;
-    for (let attempt = 1; ; attempt++) {
-      if (!stillOurs()) return false;
-      if (!message.messageId) {
-        await this.deadLetter(message, 'missing or malformed message-id header', attempt);
-        return true;
-      }
+    if (!message.messageId) return this.deadLetters!.deadLetter(message, 'missing or malformed message-id header', 1, turn);
+    for (let attempt = 1, waits = 0; turn.stillOurs(); ) {
       try {
         const [outcome] = await processOnce(dataSource, name, [message], handler);
         this.settled(outcome, message);
         return true;
       } catch (error) {
-        const reason = (error as Error).message;
-        if (isDatabaseUnavailable(error)) {
-          attempt--; // the database is down, not the message: wait, do not count
-        } else if (error instanceof MalformedMessage || attempt >= maxAttempts) {
-          await this.deadLetter(message, reason, attempt);
-          return true;
+        const kind = failureKind(error);
+        if (kind === 'malformed' || (kind === 'counted' && attempt >= maxAttempts)) {
+          return this.deadLetters!.deadLetter(message, (error as Error)?.message ?? String(error), attempt, turn);
         }
-        logger.warn({ ...logFields(name, message), attempt, err: error }, 'message failed; retrying');
-        await new Promise((resolve) => setTimeout(resolve, retryDelayMs(Math.max(attempt, 1))));
-        await heartbeat();
+        if (kind === 'unreachable') {
+          logger.warn({ ...logFields(name, message), attempt, err: error }, 'database unreachable; waiting (not counted as an attempt)');
+          await pause(retryDelayMs(++waits), turn);
+        } else {
+          logger.warn({ ...logFields(name, message), attempt, err: error }, 'message failed; retrying');
+          await pause(retryDelayMs(attempt++), turn);
+          waits = 0;
+        }
       }
     }
-  }
-
-  private async deadLetter(message: InboxMessage, error: string, attempts: number): Promise<void> {
-    const { dataSource, name, deadLetterTopic, logger } = this.options;
-    const messageId = message.messageId ?? coordinatesId(message);
-    await this.producer!.send({
-      topic: deadLetterTopic,
-      acks: -1,
-      messages: [
-        {
-          key: message.key,
-          value: message.value,
-          headers: {
-            ...message.headers,
-            [DeadLetterHeaders.error]: error.slice(0, 1000),
-            [DeadLetterHeaders.consumer]: name,
-            [DeadLetterHeaders.originalTopic]: message.topic,
-            [DeadLetterHeaders.originalPartition]: String(message.partition),
-            [DeadLetterHeaders.originalOffset]: message.offset,
-            [DeadLetterHeaders.attempts]: String(attempts),
-          },
-        },
-      ],
-    });
-    await dataSource.transaction(async (manager) => {
-      await remember(manager, name, { ...message, messageId }, 'dead-lettered');
-      await queryRows(
-        manager,
-        /* sql */ `
-        INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type,
-                                  headers, payload, error, attempts)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-        ON CONFLICT (consumer, message_id) DO UPDATE
-        SET topic = EXCLUDED.topic, kafka_partition = EXCLUDED.kafka_partition, kafka_offset = EXCLUDED.kafka_offset,
-            message_key = EXCLUDED.message_key, event_type = EXCLUDED.event_type, headers = EXCLUDED.headers,
-            payload = EXCLUDED.payload, error = EXCLUDED.error, attempts = EXCLUDED.attempts,
-            dead_lettered_at = now(), redriven_at = NULL
-        -- A re-driven message that failed again is open again; a redelivered one (crash before the offset commit) stays as recorded.
-        WHERE dead_letters.redriven_at IS NOT NULL`,
-        [name, messageId, message.topic, message.partition, message.offset, message.key, message.eventType ?? null,
-          JSON.stringify(message.headers), message.value, error, attempts],
-      );
-    });
-    this.options.onOutcome?.('dead-lettered', message);
-    logger.error(
-      { ...logFields(name, message), messageId, outcome: 'dead-lettered', error, attempts },
-      'message dead-lettered',
-    );
+    return false;
   }
 
   /**
@@ -256,15 +225,4 @@ export class InboxConsumer {
     const level = outcome === 'skipped' ? 'debug' : 'info';
     this.options.logger[level]({ ...logFields(this.options.name, message), outcome }, 'message processed');
   }
-}
-
-function logFields(consumer: string, message: InboxMessage) {
-  const { messageId, eventType, topic, partition, offset } = message;
-  return { consumer, messageId, eventType, topic, partition, offset };
-}
-
-/** A stable id for a message that carries none, from its coordinates, so it is recorded once. */
-function coordinatesId(message: InboxMessage): string {
-  const hex = createHash('sha256').update(`${message.topic}:${message.partition}:${message.offset}`).digest('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }

@@ -1,12 +1,17 @@
 import { DataSource, EntityManager } from 'typeorm';
 import { queryRows } from '@app/platform';
+import { fromHandler } from './failure-kind';
 import { InboxMessage } from './inbox-message';
 
 /** `applied`: the handler changed state; `skipped`: understood but not for this consumer (unknown type, newer version). */
 export type HandlerOutcome = 'applied' | 'skipped';
 export type InboxOutcome = HandlerOutcome | 'duplicate';
 
-/** Applies one message's effect inside the consumer's transaction (`manager`). Throw to roll the batch back. */
+/**
+ * Applies one message's effect inside the consumer's transaction (`manager`). Throw to roll the batch back;
+ * `MalformedMessage` when retrying cannot help. Errors of its own outside calls count as attempts, even
+ * when they look like a lost connection (see `OutsideFailure`).
+ */
 export type InboxHandler = (manager: EntityManager, message: InboxMessage) => Promise<HandlerOutcome>;
 
 /**
@@ -29,7 +34,9 @@ export function processOnce(
         outcomes.push('duplicate');
         continue;
       }
-      const outcome = await handler(manager, message);
+      const outcome = await handler(manager, message).catch((error: unknown) => {
+        throw fromHandler(error);
+      });
       if (outcome === 'skipped') await setOutcome(manager, consumer, message.messageId!, 'skipped');
       outcomes.push(outcome);
     }

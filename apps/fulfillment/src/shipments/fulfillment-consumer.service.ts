@@ -17,7 +17,7 @@ export const CONSUMER = 'fulfillment';
 export class FulfillmentConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly messages = new Counter({
     name: 'fulfillment_messages_total',
-    help: 'Messages by what became of them: applied, skipped, duplicate, dead-lettered',
+    help: 'Messages by what became of them: applied, skipped, duplicate, dead-lettered, dead-letter-refused (in dead_letters only)',
     labelNames: ['outcome'],
   });
   private readonly lag = new Gauge({ name: 'fulfillment_consumer_lag', help: 'Messages behind the partition end', labelNames: ['topic', 'partition'] });

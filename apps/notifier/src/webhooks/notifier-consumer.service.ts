@@ -21,7 +21,7 @@ export const CONSUMER = 'notifier';
 export class NotifierConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly messages = new Counter({
     name: 'notifier_messages_total',
-    help: 'Messages by what became of them: applied, skipped, duplicate, dead-lettered',
+    help: 'Messages by what became of them: applied, skipped, duplicate, dead-lettered, dead-letter-refused (in dead_letters only)',
     labelNames: ['outcome'],
   });
   private readonly webhookAttempts = new Counter({
