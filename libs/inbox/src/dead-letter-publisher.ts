@@ -1,10 +1,7 @@
-import { Kafka, KafkaJSProtocolError, Producer } from 'kafkajs';
+import { Kafka, Producer } from 'kafkajs';
 import { DeadLetterHeaders } from '@app/contracts';
-import { orderedProducer } from '@app/platform';
+import { describeRefusal, kafkaRefusal, orderedProducer } from '@app/platform';
 import { InboxMessage } from './inbox-message';
-
-/** Kafka refused the record for what it is (not because it is down): sending it again cannot help. */
-const REFUSED_FOR_ITS_OWN_SAKE = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
 
 export interface DeadLetterInput {
   consumer: string;
@@ -70,8 +67,8 @@ export class DeadLetterPublisher {
       return undefined;
     } catch (failure) {
       await this.disconnect();
-      const refusal = refusalOf(failure);
-      if (refusal) return `${refusal.type}: ${refusal.message}`;
+      const refusal = kafkaRefusal(failure);
+      if (refusal) return describeRefusal(refusal);
       throw failure;
     }
   }
@@ -81,13 +78,4 @@ export class DeadLetterPublisher {
     this.producer = undefined;
     await producer?.disconnect().catch(() => undefined);
   }
-}
-
-/** The protocol error that refused the record for its own sake, wherever kafkajs' retrier wrapped it. */
-function refusalOf(error: unknown, seen = new Set<unknown>()): KafkaJSProtocolError | undefined {
-  if (!error || typeof error !== 'object' || seen.has(error)) return undefined;
-  seen.add(error);
-  if (error instanceof KafkaJSProtocolError && REFUSED_FOR_ITS_OWN_SAKE.has(error.type)) return error;
-  const nested = error as { originalError?: unknown; cause?: unknown };
-  return refusalOf(nested.originalError, seen) ?? refusalOf(nested.cause, seen);
 }

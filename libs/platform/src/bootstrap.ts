@@ -2,8 +2,10 @@ import { INestApplication, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { DataSource } from 'typeorm';
 import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
+import { keepLateConnectionErrorsFromCrashing } from './database/database-errors';
 import { answerUnparseableRequestsAsProblems } from './http/client-error';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
@@ -45,11 +47,23 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
     bodyParser: options.bodyParser ?? true,
   });
   configureHttpApp(app, options);
+  guardDatabaseConnections(app);
   const { host, port } = options.listen(config);
   answerUnparseableRequestsAsProblems(app.getHttpServer());
   await app.listen(port, host);
   app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
   return app;
+}
+
+/** Every app with a database: a connection whose session ends just as it is handed out must not kill the process. */
+function guardDatabaseConnections(app: INestApplication): void {
+  let dataSource: DataSource;
+  try {
+    dataSource = app.get(DataSource, { strict: false });
+  } catch {
+    return; // an app without a database
+  }
+  keepLateConnectionErrorsFromCrashing(dataSource);
 }
 
 /** What every HTTP app (and every in-process test of one) gets: pino logs, request durations, problem+json errors, `/docs`, shutdown hooks. */

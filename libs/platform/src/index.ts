@@ -8,6 +8,7 @@ export * from './health/kafka.health';
 export * from './http/problem';
 export * from './http/problem-details.filter';
 export * from './kafka/kafka-client';
+export * from './kafka/refusal';
 export * from './logging/logging.module';
 export * from './database/database-errors';
 export * from './database/query-rows';

@@ -1,14 +1,11 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { Kafka, KafkaJSProtocolError, Message, Partitioners, Producer } from 'kafkajs';
+import { Kafka, Message, Partitioners, Producer } from 'kafkajs';
 import { PinoLogger } from 'nestjs-pino';
 import { Topics } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
-import { createKafka, orderedProducer } from '@app/platform';
+import { createKafka, describeRefusal, kafkaRefusal, orderedProducer } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
-
-/** Kafka refused these messages for what they are (not because it is down): retrying cannot help. */
-const REJECTED_FOR_ITS_OWN_SAKE = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
 
 export interface PublishOutcome {
   published: string[];
@@ -146,18 +143,10 @@ export class KafkaPublisher implements OnApplicationShutdown {
 }
 
 function rejectedForItsOwnSake(error: unknown): boolean {
-  const seen = new Set<unknown>();
-  const visit = (e: unknown): boolean => {
-    if (!e || typeof e !== 'object' || seen.has(e)) return false;
-    seen.add(e);
-    if (e instanceof KafkaJSProtocolError && REJECTED_FOR_ITS_OWN_SAKE.has(e.type)) return true;
-    const nested = e as { originalError?: unknown; cause?: unknown; errors?: unknown[] };
-    return visit(nested.originalError) || visit(nested.cause) || (nested.errors ?? []).some(visit);
-  };
-  return visit(error);
+  return kafkaRefusal(error) !== undefined;
 }
 
 function describe(error: unknown): string {
-  const e = error as { type?: string; message?: string };
-  return [e.type, e.message].filter(Boolean).join(': ') || String(error);
+  const refusal = kafkaRefusal(error);
+  return refusal ? describeRefusal(refusal) : String((error as Error)?.message ?? error);
 }
