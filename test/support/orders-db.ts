@@ -8,10 +8,14 @@ import { testEnv } from './test-env';
 
 /** Direct access to orders_test, to check what a request left behind (not to fake anything). */
 export class OrdersDb {
-  readonly pool = new Pool({ connectionString: testEnv.ordersUrl, max: 4 });
-  private readonly dataSource = new DataSource(
-    postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e', entities: [ApiClient], poolSize: 2 }),
-  );
+  readonly pool: Pool;
+  private readonly dataSource: DataSource;
+
+  /** `url`: another orders database than orders_test, e.g. a suite's private one (test/support/private-stack.ts). */
+  constructor(url = testEnv.ordersUrl) {
+    this.pool = new Pool({ connectionString: url, max: 4 });
+    this.dataSource = new DataSource(postgresOptions({ url, applicationName: 'e2e', entities: [ApiClient], poolSize: 2 }));
+  }
 
   /** A tenant of its own, so suites never see each other's rows, with a client allowed `operations`. */
   async tenant(operations?: Operation[]): Promise<{ tenantId: string; apiKey: string; clientId: string }> {

@@ -1,0 +1,182 @@
+import { check, CheckResult } from './checker';
+import { mulberry32, runWorkload } from './driver';
+import { History } from './history';
+import { Supervised, WorkloadStack } from './stack';
+
+export interface ScenarioSize {
+  commands: number;
+  faults: number;
+  /** How long the broker stays down in the Kafka outage scenario. */
+  outageMs: number;
+  drainTimeoutMs: number;
+  /** The driver's pace: commands keep flowing at this rate while faults remain to be injected. */
+  ratePerSecond: number;
+}
+
+export interface Scenario {
+  name: string;
+  /** What the fault is, for the report. */
+  fault: string;
+  /**
+   * Injects one fault and returns once the system is back to its normal shape (killed apps started
+   * again); `random` is the scenario's seeded generator.
+   */
+  inject(stack: WorkloadStack, random: () => number, size: ScenarioSize): Promise<void>;
+  /** Faults are spaced this much apart (plus a random part of it). */
+  gapMs: number;
+}
+
+export interface ScenarioResult {
+  name: string;
+  fault: string;
+  seed: number;
+  commands: number;
+  faultsInjected: number;
+  /** App exits no fault asked for (the supervisor restarted them), with the app's last output. */
+  unplannedExits: { app: string; exit: string; output: string }[];
+  drainMs: number;
+  drained: boolean;
+  durationMs: number;
+  check: CheckResult;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const pick = <T>(random: () => number, items: T[]): T => items[Math.floor(random() * items.length)];
+
+async function restart(app: Supervised, extra: Record<string, string> = {}): Promise<void> {
+  await app.kill('SIGKILL');
+  await app.start(extra);
+}
+
+export const scenarios: Scenario[] = [
+  {
+    name: 'relay killed mid-batch',
+    fault: 'SIGKILL of one of two outbox relays while it publishes, then a restart',
+    gapMs: 1_500,
+    inject: async (stack, random) => restart(pick(random, stack.relays)),
+  },
+  {
+    name: 'consumer killed between its database commit and its offset commit',
+    fault:
+      'fulfillment restarted with CRASH_AFTER_DATABASE_COMMIT (it SIGKILLs itself right after a batch commits), then started normally; ' +
+      'the notifier SIGKILLed at a random moment and restarted',
+    gapMs: 1_000,
+    inject: async (stack, random) => {
+      await stack.fulfillment.kill('SIGTERM');
+      const crashing = await stack.fulfillment.start({ CRASH_AFTER_DATABASE_COMMIT: 'true' }, { exitExpected: true });
+      const notifierKill = (async () => {
+        await sleep(random() * 3_000);
+        await restart(stack.notifier);
+      })();
+      const exit = await new Promise<string>((resolve) => crashing.process.once('exit', (code, signal) => resolve(`${code ?? signal}`)));
+      if (exit !== 'SIGKILL') throw new Error(`the crashing fulfillment ended with ${exit}, not its own SIGKILL:\n${crashing.output().slice(-3000)}`);
+      await Promise.all([stack.fulfillment.start(), notifierKill]);
+    },
+  },
+  {
+    name: 'Kafka stopped under load',
+    fault: 'the broker stopped while commands keep arriving, started again with its data',
+    gapMs: 2_000,
+    inject: async (stack, _random, size) => {
+      await stack.broker.stop();
+      await sleep(size.outageMs);
+      await stack.broker.start({ keepData: true });
+    },
+  },
+  {
+    name: 'PostgreSQL sessions terminated',
+    fault: "pg_terminate_backend of every app's sessions (command-api, relays, fulfillment, notifier) mid-transaction",
+    gapMs: 1_000,
+    inject: async (stack) => {
+      await stack.terminateBackends();
+    },
+  },
+  {
+    name: 'relays rebalancing while one is killed',
+    fault: 'a third relay starts (shards move), one of the three is SIGKILLed while they rebalance; two remain',
+    gapMs: 1_500,
+    inject: async (stack, random) => {
+      const joining = new Supervised('outbox-relay', stack.relays[0].env);
+      stack.relays.push(joining);
+      await joining.start();
+      await sleep(random() * 1_500);
+      const victim = pick(random, stack.relays);
+      await victim.kill('SIGKILL');
+      await victim.close();
+      stack.relays.splice(stack.relays.indexOf(victim), 1);
+    },
+  },
+];
+
+export const POSTGRES_RESTART_SKIPPED =
+  'A PostgreSQL restart is not run: the server on 127.0.0.1:5432 is shared by everyone on this machine ' +
+  '(other suites, other sessions), and restarting it would break their work. Session termination ' +
+  '(pg_terminate_backend of every app, above) covers the connection loss a restart causes, except the server being refused for a while.';
+
+/**
+ * One scenario: a fresh tenant, the workload at concurrency 32, `size.faults` faults at random moments
+ * while it runs, then (faults over, apps back) the pipeline drains and the checker counts.
+ */
+export async function runScenario(stack: WorkloadStack, scenario: Scenario, size: ScenarioSize, seed: number): Promise<ScenarioResult> {
+  const started = Date.now();
+  const random = mulberry32(seed);
+  const { tenantId, apiKey } = await stack.orders.tenant();
+  const exitsBefore = new Map(stack.supervised().map((s) => [s, s.unplannedExits.length]));
+  let faultsOver = false;
+  let history: History | undefined;
+  let faultsInjected = 0;
+  const workload = runWorkload({
+    apiUrl: () => stack.apiUrl,
+    apiKey,
+    tenantId,
+    commands: size.commands,
+    seed,
+    concurrency: 32,
+    ratePerSecond: size.ratePerSecond,
+    keepGoing: () => !faultsOver,
+  }).then(
+    (h) => (history = h),
+  );
+
+  // The first fault comes early enough to meet load; the rest at random gaps while commands still flow.
+  // Commands keep flowing until the last fault is in.
+  await sleep(300 + random() * scenario.gapMs);
+  try {
+    while (faultsInjected < size.faults) {
+      await scenario.inject(stack, random, size);
+      faultsInjected++;
+      if (faultsInjected < size.faults) await sleep(scenario.gapMs / 2 + random() * scenario.gapMs);
+    }
+  } finally {
+    faultsOver = true;
+    await workload;
+  }
+
+  const drainStarted = Date.now();
+  let drained = false;
+  while (!(drained = await stack.drained(tenantId).catch(() => false)) && Date.now() - drainStarted < size.drainTimeoutMs) {
+    await sleep(250);
+  }
+  const drainMs = Date.now() - drainStarted;
+  const snapshot = await stack.snapshot(tenantId);
+  const kafka = await stack.readTopic(
+    tenantId,
+    snapshot.outbox.map((row) => row.id),
+    drained ? 60_000 : 5_000,
+  );
+  const unplannedExits = stack
+    .supervised()
+    .flatMap((s) => s.unplannedExits.slice(exitsBefore.get(s) ?? 0).map((exit) => ({ app: s.name, exit: exit.exit, output: exit.output })));
+  return {
+    name: scenario.name,
+    fault: scenario.fault,
+    seed,
+    commands: size.commands,
+    faultsInjected,
+    unplannedExits,
+    drainMs,
+    drained,
+    durationMs: Date.now() - started,
+    check: check(history!, snapshot, kafka),
+  };
+}
