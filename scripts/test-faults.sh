@@ -8,11 +8,13 @@ source scripts/ensure-deps.sh
 bash scripts/infra.sh up
 export TEST_LONG=1
 echo "Running the fault and fuzz suites at their long settings (test/support/search.ts)..."
-npx jest --runInBand --selectProjects e2e \
+# Paths (and extra arguments) before --selectProjects, which takes every word after it as a project name.
+npx jest --runInBand \
   test/hostile-input-never-gets-a-5xx.e2e-spec.ts \
   test/relay-shard-locks-follow-their-owner.e2e-spec.ts \
   test/relay-isolates-a-refused-row-in-its-batch.e2e-spec.ts \
   test/consumer-retries-end.e2e-spec.ts \
   test/consumer-waits-out-a-database-outage.e2e-spec.ts \
   test/idempotency-matches-a-model.e2e-spec.ts \
-  "$@"
+  test/history-checker-counts-nothing-lost.e2e-spec.ts \
+  "$@" --selectProjects e2e
