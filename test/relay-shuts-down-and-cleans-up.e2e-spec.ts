@@ -19,7 +19,8 @@ describe('relay housekeeping', () => {
     const relay = await startApp('outbox-relay', { RELAY_HEARTBEAT_MS: '200' });
     const locks = () =>
       outbox.dataSource.query(
-        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND granted`,
+        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND granted
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
         [RELAY_LOCK_CLASS],
       );
     for (let i = 0; i < 50 && (await locks())[0].n < 16; i++) await new Promise((resolve) => setTimeout(resolve, 100));
