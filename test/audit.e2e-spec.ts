@@ -100,7 +100,7 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
     await skipConsumerBacklog(kafka, ['fulfillment', 'notifier'], Topics.orderEvents);
     await receiver.start();
     const consumerEnv = { ...dbs.env, KAFKA_SESSION_TIMEOUT_MS: '6000' };
-    // One at a time: each boots ts-node and Nest, and the machine is shared.
+    // One at a time: each boots Nest, and the machine is shared.
     apps.push(await startApp('command-api', dbs.env));
     apps.push(await startApp('outbox-relay', { ...dbs.env, RELAY_POLL_INTERVAL_MS: '200' }));
     apps.push(await startApp('fulfillment', consumerEnv));

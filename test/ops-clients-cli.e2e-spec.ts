@@ -54,7 +54,7 @@ describe('the ops CLI manages API clients and sweeps receipts', () => {
       ...sweep.expired.map((key, i) => insert(key, key === 'expired-now' ? '0 seconds' : `-${i + 1} hours`)),
       ...sweep.current.map((key, i) => insert(key, `${i + 1} hours`)),
     ]);
-    // Every CLI run boots ts-node and Nest (about 1.5 s of CPU). The runs that need no app start now and
+    // Every CLI run boots Nest (about half a second of CPU). The runs that need no app start now and
     // overlap with the app's own start.
     create = ops(['clients:create', '--tenant', tenant, '--operations', 'orders.create,orders.cancel', '--json']);
     sweep.run = ops(['receipts:sweep', '--batch-size', '2', '--json']);

@@ -249,7 +249,7 @@ describe('ops refuses bad usage', () => {
       [consumer, randomUUID(), Topics.orderEvents],
     );
     before = await state();
-    // A few at a time: each run boots ts-node and Nest, and a machine with two cores chokes on thirteen at once.
+    // A few at a time: each run boots Nest, and a machine with two cores chokes on thirteen at once.
     runs = new Map();
     for (let i = 0; i < badUsage.length; i += 4) {
       const batch = badUsage.slice(i, i + 4).map(([name, args]) => [name, ops(args)] as const);

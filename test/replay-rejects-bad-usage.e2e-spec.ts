@@ -29,7 +29,7 @@ describe('outbox:replay rejects bad usage with exit 2 and records nothing', () =
 
   beforeAll(async () => {
     replaysBefore = await replays();
-    // Every run boots ts-node and Nest: a few at a time, so a busy machine is not swamped.
+    // Every run boots Nest: a few at a time, so a busy machine is not swamped.
     for (let i = 0; i < badUsage.length; i += 4) {
       const chunk = badUsage.slice(i, i + 4);
       const results = await Promise.all(chunk.map(([, args]) => ops(['outbox:replay', ...args])));

@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
+import { builtEntryArgs } from './build';
 
 const root = join(__dirname, '..', '..');
 
@@ -52,8 +53,9 @@ export async function startApp(app: AppName, env: Record<string, string> = {}): 
   return running;
 }
 
+/** Node arguments that run an entry point (`apps/<app>/src/main.ts`) from the build global setup made. */
 export function entryArgs(entry: string): string[] {
-  return ['-r', 'ts-node/register/transpile-only', '-r', 'tsconfig-paths/register', join(root, entry)];
+  return builtEntryArgs(entry);
 }
 
 async function waitUntilLive(app: RunningApp, exited: Promise<Exit>, timeoutMs = 30_000) {

@@ -2,10 +2,15 @@
 import 'tsconfig-paths/register';
 import { Client } from 'pg';
 import { DatabaseName, migrate } from '@app/migrations';
+import { buildForTests } from './build';
 import { testEnv } from './test-env';
 
-/** Recreates the test databases from nothing and migrates them, so every run proves the migrations too. */
+/**
+ * Builds the apps once for the processes the suites spawn, then recreates the test databases from
+ * nothing and migrates them, so every run proves the migrations too.
+ */
 export default async function globalSetup(): Promise<void> {
+  buildForTests();
   const databases: [DatabaseName, string][] = [
     ['orders', testEnv.ordersUrl],
     ['fulfillment', testEnv.fulfillmentUrl],

@@ -14,7 +14,7 @@ export interface OpsRun {
 /**
  * Runs the real ops CLI from source, as an operator would (`npm run ops -- <args>`), against the
  * test databases and broker (test-env.ts). Asynchronous (not spawnSync) so that independent runs
- * can overlap: each one boots ts-node and Nest for about a second and a half.
+ * can overlap: each one boots Nest from the build global setup made (support/build.ts).
  */
 export function ops(args: string[], env: Record<string, string> = {}): Promise<OpsRun> {
   return startOps(args, env).result;
