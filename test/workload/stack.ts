@@ -20,6 +20,8 @@ export const APPLICATION_NAMES = ['command-api', 'outbox-relay', 'fulfillment', 
 export class Supervised {
   app?: RunningApp;
   unplannedExits: { at: number; exit: string; output: string }[] = [];
+  /** True while a start is under way (the harness's or the supervisor's). */
+  starting = false;
   private planned = false;
   private closed = false;
 
@@ -31,7 +33,8 @@ export class Supervised {
   /** `exitExpected`: the app is meant to end by itself (a crash switch); its exit is the fault, not a failure. */
   async start(extra: Record<string, string> = {}, { exitExpected = false } = {}): Promise<RunningApp> {
     this.planned = exitExpected;
-    const app = await startApp(this.name, { ...this.env(), ...extra });
+    this.starting = true;
+    const app = await startApp(this.name, { ...this.env(), ...extra }).finally(() => (this.starting = false));
     this.app = app;
     app.process.once('exit', (code, signal) => {
       if (this.app !== app || this.planned || this.closed) return;
@@ -130,6 +133,28 @@ export class WorkloadStack {
 
   get apiUrl(): string {
     return this.api.app!.url;
+  }
+
+  /** Starts every app whose process is gone (a fault that failed half-way), and the broker if it is down. */
+  async ensureRunning(): Promise<void> {
+    if (!(await this.brokerAnswers())) await this.broker.start({ keepData: true });
+    for (const app of this.supervised()) {
+      const gone = !app.app || app.app.process.exitCode !== null || app.app.process.signalCode !== null;
+      if (gone && !app.starting) await app.start();
+    }
+  }
+
+  private async brokerAnswers(): Promise<boolean> {
+    const admin = this.kafka.admin();
+    try {
+      await admin.connect();
+      await admin.listTopics();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
   }
 
   supervised(): Supervised[] {
