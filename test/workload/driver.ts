@@ -19,6 +19,10 @@ export interface WorkloadOptions {
   seed?: number;
   /** Key prefix, so two runs against one tenant never share a key. */
   prefix?: string;
+  /** Commands start at most this often (none: as fast as `concurrency` allows). */
+  ratePerSecond?: number;
+  /** Past `commands`, keeps sending while this says so (faults still being injected). */
+  keepGoing?: () => boolean;
 }
 
 interface Action {
@@ -133,8 +137,13 @@ export async function runWorkload(options: WorkloadOptions): Promise<History> {
     if (action.operation === 'orders.create' && orderId) placedOrders.push(orderId);
   };
 
+  const started = Date.now();
+  const keepGoing = options.keepGoing ?? (() => false);
   const worker = async (): Promise<void> => {
-    for (let n = next++; n < commands; n = next++) await one(n);
+    for (let n = next++; n < commands || keepGoing(); n = next++) {
+      if (options.ratePerSecond) await sleep(started + (n * 1000) / options.ratePerSecond - Date.now());
+      await one(n);
+    }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   agent.destroy();
@@ -175,7 +184,7 @@ function call(agent: Agent, url: string, method: string, timeoutMs: number, apiK
 }
 
 function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }
 
 /** A small seeded PRNG, so a run's choices can be repeated with its printed seed. */
