@@ -157,8 +157,9 @@ export class WorkloadStack {
     }
   }
 
+  /** The apps this stack created; fewer than all when `start` failed half-way. */
   supervised(): Supervised[] {
-    return [this.api, ...this.relays, this.fulfillment, this.notifier];
+    return [this.api, ...this.relays, this.fulfillment, this.notifier].filter((app): app is Supervised => app !== undefined);
   }
 
   /** Terminates every session the apps hold in this stack's databases, wherever each one is in its transaction. */
@@ -260,6 +261,6 @@ export class WorkloadStack {
     await Promise.all(Object.values(this.pools).map((pool) => pool.end().catch(() => undefined)));
     await this.admin?.end().catch(() => undefined);
     await this.orders?.close().catch(() => undefined);
-    await this.broker.destroy();
+    await this.broker.destroy().catch(() => undefined);
   }
 }
