@@ -25,6 +25,7 @@ KAFKA_LOG="$STATE/kafka.log"
 MVN_LOG="$CACHE/mvn.log"
 DOCKER_MARKER="$STATE/kafka.docker"
 PG_DOCKER_MARKER="$CACHE/postgres.docker"
+TEST_BROKER_STATE="$CACHE/test-broker" # the tests' own broker: scripts/test-infra.sh
 
 KAFKA_VERSION="3.9.1"
 KAFKA_JAR="$LIBS/kafka_2.13-$KAFKA_VERSION.jar"
@@ -395,6 +396,17 @@ cmd_down() {
     rm -f "$PG_DOCKER_MARKER"
   fi
   ((stopped)) || echo "Kafka: not running"
+  stop_test_broker
+}
+
+# The tests' own broker (scripts/test-infra.sh) goes down with the project's.
+stop_test_broker() {
+  [[ -z "${KAFKA_STATE_DIR:-}" && -f "$TEST_BROKER_STATE/kafka.pid" ]] || return 0
+  local pid
+  pid="$(PID_FILE="$TEST_BROKER_STATE/kafka.pid" kafka_pid)" || { rm -f "$TEST_BROKER_STATE/kafka.pid"; return 0; }
+  echo "Kafka (tests' broker): stopping pid $pid"
+  stop_pid "$pid"
+  rm -f "$TEST_BROKER_STATE/kafka.pid"
 }
 
 cmd_status() {
@@ -419,6 +431,9 @@ cmd_status() {
   else
     echo "Kafka: NOT answering on 127.0.0.1:$KAFKA_PORT ($where)"
     ok=1
+  fi
+  if [[ -z "${KAFKA_STATE_DIR:-}" ]] && pid="$(PID_FILE="$TEST_BROKER_STATE/kafka.pid" kafka_pid)"; then
+    echo "Kafka (tests' broker, scripts/test-infra.sh): pid $pid, log $(rel "$TEST_BROKER_STATE/kafka.log")"
   fi
   return "$ok"
 }

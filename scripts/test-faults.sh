@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
-bash scripts/infra.sh up
+source scripts/test-infra.sh
 export TEST_LONG=1
 echo "Running the fault and fuzz suites at their long settings (test/support/search.ts)..."
 # Paths (and extra arguments) before --selectProjects, which takes every word after it as a project name.

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
-bash scripts/infra.sh up
+source scripts/test-infra.sh
 echo "Running tests..."
 npx jest --runInBand "$@"
 echo "PostgreSQL and Kafka are left running for the next run; 'npm run infra -- down' stops Kafka."

@@ -1,12 +1,14 @@
 /**
- * End-to-end suites run against their own databases, never the ones `npm start` uses.
+ * End-to-end suites run against their own databases and their own Kafka broker (29092, started by
+ * scripts/test-infra.sh), never the ones `npm start` uses: a test run leaves nothing on the topics
+ * the running apps consume.
  * TEST_* variables let CI point them elsewhere; the app variables are derived from them.
  */
 export const testEnv = {
   ordersUrl: process.env.TEST_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/orders_test',
   fulfillmentUrl: process.env.TEST_FULFILLMENT_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/fulfillment_test',
   notifierUrl: process.env.TEST_NOTIFIER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/notifier_test',
-  kafkaBrokers: process.env.TEST_KAFKA_BROKERS ?? process.env.KAFKA_BROKERS ?? '127.0.0.1:9092',
+  kafkaBrokers: process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:29092',
 };
 
 process.env.NODE_ENV = 'test';
