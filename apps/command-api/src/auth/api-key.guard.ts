@@ -6,6 +6,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { ApiClient, bearerKey, findActiveClient } from '@app/api-clients';
 import { Operation } from '@app/contracts';
+import { retryOnLostSession } from '@app/platform';
 import { problemException } from '../http/problem-catalog';
 
 const OPERATION = Symbol('operation');
@@ -34,7 +35,7 @@ export class ApiKeyGuard implements CanActivate {
     // Before authentication, so that refused requests are logged with what they tried.
     if (operation) this.logger.assign({ operation });
     const key = bearerKey(request.headers.authorization);
-    const client = key ? await findActiveClient(this.dataSource.manager, key) : null;
+    const client = key ? await retryOnLostSession(() => findActiveClient(this.dataSource.manager, key)) : null;
     if (!client) {
       throw problemException('AUTH.UNAUTHENTICATED', 'Send a valid, unrevoked API key as Authorization: Bearer <key>.');
     }

@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import { ApiClient } from '@app/api-clients';
 import { idempotentOperations, Operation } from '@app/contracts';
 import { findReceipt, isValidIdempotencyKey } from '@app/idempotency';
+import { retryOnLostSession } from '@app/platform';
 import { ApiKeyGuard, authorise } from '../auth/api-key.guard';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiAuthenticatedResponses, ProblemDoc } from '../http/api-docs';
@@ -47,7 +48,7 @@ export class GetReceiptHttpController {
     }
     authorise(client, operation as Operation);
     if (!isValidIdempotencyKey(key)) throw problemException('REQUEST.INVALID', 'Malformed idempotency key.');
-    const receipt = await findReceipt(this.dataSource.manager, { tenantId: client.tenantId, operation, key });
+    const receipt = await retryOnLostSession(() => findReceipt(this.dataSource.manager, { tenantId: client.tenantId, operation, key }));
     if (!receipt) throw problemException('RECEIPT.NOT_FOUND', `No receipt for ${operation} with this key.`);
     return receipt;
   }

@@ -4,7 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventTypes, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
 import { addToOutbox } from '@app/outbox';
-import { queryRows } from '@app/platform';
+import { queryRows, retryOnLostSession } from '@app/platform';
 import { InjectedFault, problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
@@ -23,8 +23,11 @@ export class CancelOrderService {
    */
   execute(tenantId: string, key: string, orderId: string, reason: string, context: CommandContext): Promise<IdempotentResponse> {
     const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
-    return this.dataSource.transaction((manager) =>
-      runIdempotent(manager, idempotent, (manager) => this.cancel(manager, tenantId, orderId, reason, context)),
+    // A lost session reruns the whole transaction: the rerun decides again from what is committed (docs/idempotency.md).
+    return retryOnLostSession(() =>
+      this.dataSource.transaction((manager) =>
+        runIdempotent(manager, idempotent, (manager) => this.cancel(manager, tenantId, orderId, reason, context)),
+      ),
     );
   }
 

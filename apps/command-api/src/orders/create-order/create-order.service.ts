@@ -5,7 +5,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
 import { addToOutbox } from '@app/outbox';
-import { queryRows } from '@app/platform';
+import { queryRows, retryOnLostSession } from '@app/platform';
 import { InjectedFault, problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
@@ -24,8 +24,11 @@ export class CreateOrderService {
     const fields = { sku: request.sku, quantity: request.quantity, customerRef: request.customerRef ?? null };
     const idempotent = this.policy.request(tenantId, Operations.createOrder, key, fields);
     // READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation level, serialises duplicates.
-    return this.dataSource.transaction((manager) =>
-      runIdempotent(manager, idempotent, (manager) => this.placeOrder(manager, tenantId, fields, context)),
+    // A lost session reruns the whole transaction: the rerun decides again from what is committed (docs/idempotency.md).
+    return retryOnLostSession(() =>
+      this.dataSource.transaction((manager) =>
+        runIdempotent(manager, idempotent, (manager) => this.placeOrder(manager, tenantId, fields, context)),
+      ),
     );
   }
 

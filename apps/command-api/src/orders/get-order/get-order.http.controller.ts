@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ApiClient } from '@app/api-clients';
 import { Operations } from '@app/contracts';
-import { queryRows } from '@app/platform';
+import { queryRows, retryOnLostSession } from '@app/platform';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { ApiAuthenticatedResponses, ProblemDoc } from '../../http/api-docs';
@@ -27,10 +27,11 @@ export class GetOrderHttpController {
   @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's." })
   @ApiAuthenticatedResponses()
   async get(@CurrentClient() client: ApiClient, @Param('id', orderIdPipe) id: string): Promise<OrderResponse> {
-    const { rows } = await queryRows<OrderRow>(
-      this.dataSource.manager,
-      /* sql */ `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2`,
-      [id, client.tenantId],
+    const { rows } = await retryOnLostSession(() =>
+      queryRows<OrderRow>(this.dataSource.manager, /* sql */ `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2`, [
+        id,
+        client.tenantId,
+      ]),
     );
     if (!rows[0]) throw problemException('ORDER.NOT_FOUND', `No order ${id}.`);
     return toOrderResponse(rows[0]);
