@@ -11,6 +11,7 @@ echo "Running the fault and fuzz suites at their long settings (test/support/sea
 # Paths (and extra arguments) before --selectProjects, which takes every word after it as a project name.
 npx jest --runInBand \
   test/hostile-input-never-gets-a-5xx.e2e-spec.ts \
+  test/lost-sessions-are-retried-not-5xx.e2e-spec.ts \
   test/relay-shard-locks-follow-their-owner.e2e-spec.ts \
   test/relay-isolates-a-refused-row-in-its-batch.e2e-spec.ts \
   test/consumer-retries-end.e2e-spec.ts \
