@@ -291,6 +291,17 @@ stop_pid() { # pid: SIGTERM, then SIGKILL after 20 s
   done
 }
 
+# The pid of a kafka.Kafka process listening on KAFKA_PORT that this state dir did not start.
+foreign_kafka_pid() {
+  command -v ss >/dev/null 2>&1 || return 1
+  local pid
+  pid="$(ss -ltnpH "sport = :$KAFKA_PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)"
+  [[ -n "$pid" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  port_open 127.0.0.1 "$KAFKA_PORT" || return 1
+  echo "$pid"
+}
+
 kafka_start_jars() {
   require_java
   fetch_jars
@@ -350,6 +361,12 @@ kafka_up() {
   fi
   rm -f "$PID_FILE"
 
+  # Another checkout's broker (or one started by hand) already serves this address: use it.
+  if pid="$(foreign_kafka_pid)"; then
+    echo "Kafka: 127.0.0.1:$KAFKA_PORT is served by a broker started elsewhere (pid $pid, $(tr '\0' ' ' <"/proc/$pid/cmdline" | grep -o '[^ ]*server.properties' || echo '?')); using it"
+    return 0
+  fi
+
   if docker_usable; then
     kafka_start_docker
   else
@@ -366,6 +383,8 @@ cmd_up() {
   local pid
   if pid="$(kafka_pid)"; then
     echo "Kafka: 127.0.0.1:$KAFKA_PORT (pid $pid, log $(rel "$KAFKA_LOG"))"
+  elif pid="$(foreign_kafka_pid)"; then
+    echo "Kafka: 127.0.0.1:$KAFKA_PORT (pid $pid, started elsewhere: 'down' here leaves it running)"
   else
     echo "Kafka: 127.0.0.1:$KAFKA_PORT (docker compose service kafka, logs: scripts/infra.sh logs)"
   fi
