@@ -14,6 +14,7 @@ export class OrdersDb {
   /** `url`: another orders database than orders_test, e.g. a suite's private one (test/support/private-stack.ts). */
   constructor(url = testEnv.ordersUrl) {
     this.pool = new Pool({ connectionString: url, max: 4 });
+    this.pool.on('error', () => undefined); // an idle connection the server dropped (a restart) is replaced on next use
     this.dataSource = new DataSource(postgresOptions({ url, applicationName: 'e2e', entities: [ApiClient], poolSize: 2 }));
   }
 

@@ -21,7 +21,8 @@ export function reliabilityReport(results: ScenarioResult[], run: RunInfo): stri
       `${total((r) => r.check.counts.commandsSent)} commands over ${results.length} scenarios.`,
     '',
     'Each scenario runs the whole chain (command API, two outbox relays, fulfillment, notifier and a webhook receiver) on',
-    'databases and a Kafka broker of its own, with a tenant of its own. The driver (`test/workload/driver.ts`) sends',
+    'databases and a Kafka broker of its own (on a PostgreSQL server of its own where the machine can run one, so that',
+    'a scenario may restart it), with a tenant of its own. The driver (`test/workload/driver.ts`) sends',
     'commands at concurrency 32: fresh creates and cancels, about 30 % retries of earlier keys (some racing the',
     'original, some with a changed field, which must be `422`), and resolves every reply it did not get (timeout, reset,',
     '`503`, `409` in progress) as a client would: `GET /v1/idempotency-receipts/…`, then a resend with the same key.',
@@ -39,9 +40,9 @@ export function reliabilityReport(results: ScenarioResult[], run: RunInfo): stri
     '- **5xx**: every 5xx answer; the `503` column counts those that were `503` with `Retry-After` (the documented',
     '  "database did not answer, retry" reply, docs/idempotency.md), each resolved by the client afterwards.',
     '- Redeliveries (a message on Kafka more than once, a webhook POSTed again) are expected and absorbed: shown, not failures.',
-  '- **time to drain**: from the moment the last command was answered (commands flow until the last fault is in and its',
-  '  apps are back) until every event is published and handled by both consumers.',
-  '- In the consumer scenario one fault is a fulfillment crash right after a commit plus a notifier SIGKILL at a random moment.',
+    '- **time to drain**: from the moment the last command was answered (commands flow until the last fault is in and its',
+    '  apps are back) until every event is published and handled by both consumers.',
+    '- In the consumer scenario one fault is a fulfillment crash right after a commit plus a notifier SIGKILL at a random moment.',
     '',
     '| scenario | commands | faults injected | acknowledged | unknown | lost | duplicated | out of order | 5xx | of which 503 | receipts without effects | time to drain |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
@@ -78,6 +79,6 @@ export function reliabilityReport(results: ScenarioResult[], run: RunInfo): stri
       lines.push('Findings (first 20):', '', ...r.check.problems.slice(0, 20).map((p) => `- ${p}`), '');
     }
   }
-  lines.push('## Not run', '', ...run.skipped.map((s) => `- ${s}`), '');
+  if (run.skipped.length) lines.push('## Not run', '', ...run.skipped.map((s) => `- ${s}`), '');
   return lines.join('\n');
 }

@@ -24,6 +24,8 @@ export interface Scenario {
   inject(stack: WorkloadStack, random: () => number, size: ScenarioSize): Promise<void>;
   /** Faults are spaced this much apart (plus a random part of it). */
   gapMs: number;
+  /** The scenario acts on the whole PostgreSQL server: it runs only on a stack with a server of its own. */
+  needsOwnPostgres?: boolean;
 }
 
 export interface ScenarioResult {
@@ -100,6 +102,15 @@ export const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'PostgreSQL restarted',
+    fault:
+      "the stack's own PostgreSQL server restarted under load: at random an orderly restart (pg_ctl stop -m fast) " +
+      'or a crash (-m immediate: no checkpoint, the start replays the WAL)',
+    gapMs: 3_000,
+    needsOwnPostgres: true,
+    inject: async (stack, random) => stack.postgres!.restart(random() < 0.5 ? 'fast' : 'immediate'),
+  },
+  {
     name: 'relays rebalancing while one is killed',
     fault: 'a third relay starts (shards move), one of the three is SIGKILLed while they rebalance; two remain',
     gapMs: 1_500,
@@ -116,10 +127,15 @@ export const scenarios: Scenario[] = [
   },
 ];
 
-export const POSTGRES_RESTART_SKIPPED =
-  'A PostgreSQL restart is not run: the server on 127.0.0.1:5432 is shared by everyone on this machine ' +
-  '(other suites, other sessions), and restarting it would break their work. Session termination ' +
-  '(pg_terminate_backend of every app, above) covers the connection loss a restart causes, except the server being refused for a while.';
+/** The scenarios `stack` can run, and for each one it cannot, why (printed and written into the report). */
+export function runnableScenarios(stack: WorkloadStack): { runnable: Scenario[]; skipped: string[] } {
+  const noServer = stack.postgres ? stack.postgres.unavailable() : 'the stack uses the shared PostgreSQL server';
+  const runnable = scenarios.filter((scenario) => !scenario.needsOwnPostgres || !noServer);
+  const skipped = scenarios
+    .filter((scenario) => !runnable.includes(scenario))
+    .map((scenario) => `"${scenario.name}" is not run: it needs a PostgreSQL server of its own, and ${noServer}.`);
+  return { runnable, skipped };
+}
 
 /**
  * One scenario: a fresh tenant, the workload at concurrency 32, `size.faults` faults at random moments

@@ -4,6 +4,7 @@ import { Headers, Topics } from '@app/contracts';
 import { createKafka } from '@app/platform';
 import { AppName, RunningApp, startApp } from '../support/apps';
 import { OrdersDb } from '../support/orders-db';
+import { PrivatePostgres } from '../support/private-postgres';
 import { privateDatabases, PrivateDatabases } from '../support/private-stack';
 import { TestBroker } from '../support/test-broker';
 import { TopicReader, waitForTopic } from '../support/topic-reader';
@@ -73,7 +74,8 @@ export class Supervised {
 /**
  * The whole chain on databases and a Kafka broker of its own: command API, two outbox relays,
  * fulfillment and notifier (whose webhook goes to a receiver here). Every scenario uses a tenant of
- * its own, so a snapshot and a topic read are one scenario's rows and messages.
+ * its own, so a snapshot and a topic read are one scenario's rows and messages. With `postgres`, the
+ * databases live on a PostgreSQL server of the stack's own, which a scenario may restart.
  */
 export class WorkloadStack {
   readonly broker: TestBroker;
@@ -91,12 +93,17 @@ export class WorkloadStack {
   constructor(
     brokerPort: number,
     private readonly suffix: string,
+    readonly postgres?: PrivatePostgres,
   ) {
     this.broker = new TestBroker(brokerPort);
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.broker.start(), this.receiver.start(), (async () => (this.dbs = await privateDatabases(this.suffix)))()]);
+    const databases = async () => {
+      await this.postgres?.start();
+      this.dbs = await privateDatabases(this.suffix, this.postgres);
+    };
+    await Promise.all([this.broker.start(), this.receiver.start(), databases()]);
     this.kafka = createKafka({ brokers: [this.broker.brokers], clientId: 'workload' });
     this.orders = new OrdersDb(this.dbs.ordersUrl);
     this.pools = {
@@ -107,6 +114,8 @@ export class WorkloadStack {
     const admin = new URL(this.dbs.ordersUrl);
     admin.pathname = '/postgres';
     this.admin = new Pool({ connectionString: admin.toString(), max: 1, application_name: 'workload-faults' });
+    // An idle connection the server dropped (a restart) is replaced on the next query.
+    for (const pool of [...Object.values(this.pools), this.admin]) pool.on('error', () => undefined);
 
     const common = { ...this.dbs.env, KAFKA_BROKERS: this.broker.brokers, LOG_LEVEL: 'warn', KAFKA_SESSION_TIMEOUT_MS: '6000' };
     this.api = new Supervised('command-api', () => ({ ...common, READINESS_REQUIRES_KAFKA: 'false', RECEIPT_SWEEP_INTERVAL_SECONDS: '0' }));
@@ -262,5 +271,6 @@ export class WorkloadStack {
     await this.admin?.end().catch(() => undefined);
     await this.orders?.close().catch(() => undefined);
     await this.broker.destroy().catch(() => undefined);
+    await this.postgres?.destroy().catch(() => undefined);
   }
 }

@@ -10,11 +10,16 @@ export interface LostSessionRetry {
   pausesMs: number[];
 }
 
-const DEFAULTS: LostSessionRetry = { attempts: 3, budgetMs: 1_000, pausesMs: [10, 100] };
+/**
+ * Long enough to ride out a server restart or a failover, which refuses connections for a second or
+ * two; short enough that a real outage is a 503 to retry well inside a client's timeout.
+ */
+const DEFAULTS: LostSessionRetry = { attempts: 30, budgetMs: 5_000, pausesMs: [10, 100, 250, 500] };
 
 /**
  * Runs `work` again when the database session it used was lost (terminated, reset, refused): a pooled
- * connection that died under a request is not an outage, and the next one works. Only for work that
+ * connection that died under a request, or a server that restarts, is not an outage, and a later
+ * connection works. Only for work that
  * is safe to run twice — a read, or a transaction that re-decides from what is committed, as every
  * idempotent command does: if the lost attempt did commit, the rerun finds its receipt and replays it.
  * Statement errors (timeouts, deadlocks, lock waits) are not retried here; nor is anything once the
