@@ -54,4 +54,15 @@ describe('parseConfig', () => {
     expect(problemsOf(env).map((p) => p.split(':')[0]).sort()).toEqual(['API_PORT', 'KAFKA_BROKERS']);
     expect(() => parseConfig(schema, env)).toThrow(/^Invalid configuration: .*API_PORT.*KAFKA_BROKERS/);
   });
+
+  it('never echoes the value of a secret variable', () => {
+    const secretSchema = z.object({ WEBHOOK_SECRET: z.string().startsWith('whsec_') });
+    try {
+      parseConfig(secretSchema, { WEBHOOK_SECRET: 'hunter2-almost-a-secret' });
+      throw new Error('expected a ConfigError');
+    } catch (error) {
+      expect((error as ConfigError).problems).toEqual([expect.stringMatching(/^WEBHOOK_SECRET: /)]);
+      expect((error as Error).message).not.toContain('hunter2');
+    }
+  });
 });

@@ -8,14 +8,17 @@ export class ConfigError extends Error {
   }
 }
 
-/** Validates `env` against `schema`; every problem names the variable it is about. */
+/** Variables whose values are never echoed in an error: a malformed secret is still mostly the secret. */
+const SECRET_VARIABLE = /SECRET|PASSWORD|TOKEN|API_KEY/i;
+
+/** Validates `env` against `schema`; every problem names the variable it is about (and shows its value, unless it is a secret). */
 export function parseConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
   const result = schema.safeParse(env);
   if (result.success) return result.data;
   const problems = result.error.issues.map((issue) => {
     const variable = issue.path.join('.') || '(environment)';
     const received = env[variable];
-    const shown = received === undefined ? '' : ` (got ${JSON.stringify(received)})`;
+    const shown = received === undefined || SECRET_VARIABLE.test(variable) ? '' : ` (got ${JSON.stringify(received)})`;
     return `${variable}: ${issue.message}${shown}`;
   });
   throw new ConfigError(problems);
