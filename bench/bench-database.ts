@@ -1,5 +1,5 @@
 import { Client, escapeIdentifier } from 'pg';
-import { migrate } from '@app/migrations';
+import { DatabaseName, migrate } from '@app/migrations';
 
 /** The database name of `url`, if it is one the bench may drop: a plain identifier containing "bench". */
 export function benchDatabaseName(url: string): string | undefined {
@@ -7,8 +7,8 @@ export function benchDatabaseName(url: string): string | undefined {
   return /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && name.includes('bench') ? name : undefined;
 }
 
-/** Drops and recreates the bench database (through the server's `postgres` database), then migrates it. */
-export async function recreateBenchDatabase(url: string, name: string): Promise<void> {
+/** Drops and recreates a bench database (through the server's `postgres` database), then migrates it as `schema`. */
+export async function recreateBenchDatabase(url: string, name: string, schema: DatabaseName = 'orders'): Promise<void> {
   const maintenance = new URL(url);
   maintenance.pathname = '/postgres';
   const client = new Client({ connectionString: maintenance.toString(), application_name: 'bench' });
@@ -19,7 +19,7 @@ export async function recreateBenchDatabase(url: string, name: string): Promise<
   } finally {
     await client.end();
   }
-  await migrate('orders', url);
+  await migrate(schema, url);
 }
 
 /** What the numbers depend on: server version and the settings that bound the commit rate. */

@@ -1,9 +1,12 @@
 /**
- * The bench's own database, dropped and recreated on every run: never `orders`, `orders_test` or
- * another. Import this module first: test/support/test-env.ts derives the URL that OrdersDb uses
- * from TEST_ORDERS_DATABASE_URL when it loads (the bench checks it did).
+ * The bench's own databases, dropped and recreated on every run: never `orders`, `orders_test` or
+ * another. Import this module first: test/support/test-env.ts derives the URLs that its helpers use
+ * from TEST_*_DATABASE_URL when it loads (the bench checks it did).
  */
-export const benchOrdersUrl =
-  process.env.BENCH_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_orders';
+export const benchOrdersUrl = process.env.BENCH_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_orders';
+export const benchNotifierUrl = process.env.BENCH_NOTIFIER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_notifier';
+export const benchReceiverUrl = process.env.BENCH_WEBHOOK_RECEIVER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_webhook_receiver';
 
 process.env.TEST_ORDERS_DATABASE_URL = benchOrdersUrl;
+process.env.TEST_NOTIFIER_DATABASE_URL = benchNotifierUrl;
+process.env.TEST_WEBHOOK_RECEIVER_DATABASE_URL = benchReceiverUrl;

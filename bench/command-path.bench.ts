@@ -7,6 +7,7 @@
 import { benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
 import { cpus, loadavg, totalmem } from 'node:os';
 import { RunningApp, startApp } from '../test/support/apps';
+import { buildForTests } from '../test/support/build';
 import { OrdersDb } from '../test/support/orders-db';
 import { testEnv } from '../test/support/test-env';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
@@ -22,8 +23,9 @@ const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
 
 async function bench(options: BenchOptions, database: string): Promise<BenchReport> {
   const loadAverage1m = loadavg()[0];
-  progress(`recreating database ${database} and starting command-api from source`);
+  progress(`recreating database ${database}, building, starting command-api`);
   await recreateBenchDatabase(benchOrdersUrl, database);
+  buildForTests();
   const server = await describeServer(benchOrdersUrl);
   const db = new OrdersDb();
   let api: RunningApp | undefined;

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# `npm run bench`: throughput and latency of the command path against a command-api it starts from
-# source on its own database (bench_orders, dropped and recreated each run). Needs PostgreSQL, not
-# Kafka. Arguments go to the bench (--requests N, --concurrency N, --json); exit 1 on any unexpected reply.
+# `npm run bench`: the benchmarks, each a ratio to a baseline measured in the same run.
+#   npm run bench                      both, one after the other
+#   npm run bench -- commands [args]   the command path (bench/command-path.bench.ts; PostgreSQL only):
+#                                      --requests N, --concurrency N, --json
+#   npm run bench -- webhooks [args]   webhook delivery (bench/webhooks.bench.ts; PostgreSQL and the
+#                                      tests' Kafka broker): --deliveries N, --rate N, --seconds N, --json
+# Each runs the apps it measures on databases of its own (bench_*, dropped and recreated each run).
+# Exit 1 on any unexpected reply or lost webhook, 2 on bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh >&2
@@ -10,4 +15,16 @@ if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -q -h "$PGHOST" -p "$PG
   echo "bench: PostgreSQL is not answering on $PGHOST:$PGPORT (start it with: npm run infra -- up)" >&2
   exit 1
 fi
-exec node -r ts-node/register/transpile-only -r tsconfig-paths/register bench/command-path.bench.ts "$@"
+node_ts=(node -r ts-node/register/transpile-only -r tsconfig-paths/register)
+which="${1:-all}"
+case "$which" in
+  commands) shift; exec "${node_ts[@]}" bench/command-path.bench.ts "$@" ;;
+  webhooks) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/webhooks.bench.ts "$@" ;;
+  all) [ $# -gt 0 ] && shift ;;
+  -*) ;; # options without a name: the command path, as before
+  *) echo "bench: unknown benchmark \"$which\" (commands, webhooks, or none for both)" >&2; exit 2 ;;
+esac
+if [[ "$which" == -* ]]; then exec "${node_ts[@]}" bench/command-path.bench.ts "$@"; fi
+"${node_ts[@]}" bench/command-path.bench.ts
+source scripts/test-infra.sh >&2
+"${node_ts[@]}" bench/webhooks.bench.ts

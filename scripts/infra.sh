@@ -35,7 +35,7 @@ KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 PGHOST="${PGHOST:-127.0.0.1}"
 PGPORT="${PGPORT:-5432}"
 PGUSER="${PGUSER:-postgres}"
-INFRA_DATABASES="${INFRA_DATABASES:-orders fulfillment notifier orders_test fulfillment_test notifier_test}"
+INFRA_DATABASES="${INFRA_DATABASES:-orders fulfillment notifier webhook_receiver orders_test fulfillment_test notifier_test webhook_receiver_test}"
 INFRA_USE_DOCKER="${INFRA_USE_DOCKER:-1}"
 
 # Relative paths keep the messages short and copy-pasteable from the repo root.

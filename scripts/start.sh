@@ -9,11 +9,12 @@ echo "Building..."
 npx nest build
 node dist/apps/ops/src/main.js db:migrate
 
-apps=(command-api outbox-relay fulfillment notifier)
-declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OUTBOX_RELAY_PORT:-3001}" [fulfillment]="${FULFILLMENT_PORT:-3002}" [notifier]="${NOTIFIER_PORT:-3003}")
-# Where the notifier POSTs each OrderPlaced. Nothing listens at the default: point it at a real
-# receiver, or its deliveries are retried and then dead-lettered (docs/notifier.md).
-export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:3099/webhooks/orders}"
+apps=(command-api outbox-relay fulfillment notifier webhook-receiver)
+declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OUTBOX_RELAY_PORT:-3001}" [fulfillment]="${FULFILLMENT_PORT:-3002}" [notifier]="${NOTIFIER_PORT:-3003}" [webhook-receiver]="${WEBHOOK_RECEIVER_PORT:-3004}")
+# The notifier signs every order event's webhook and POSTs it to the reference receiver
+# (apps/webhook-receiver), which verifies and stores it: both use the development secret here.
+# Point WEBHOOK_URL (and WEBHOOK_SECRET) at your own receiver instead (docs/notifier.md).
+export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:${ports[webhook-receiver]}/webhooks/orders}"
 # A local run lets a request ask for a failure after its effect and before its receipt
 # (X-Fault-Injection: after-effect-before-receipt), so `npm run demo` can show that nothing is
 # stored. The API refuses to boot with it in production; it is off unless asked for elsewhere.
@@ -70,7 +71,8 @@ Running:
   command-api   $api        (OpenAPI: $api/docs)
   outbox-relay  http://$host:${ports[outbox-relay]}
   fulfillment   http://$host:${ports[fulfillment]}
-  notifier      http://$host:${ports[notifier]}     (webhooks to $WEBHOOK_URL)
+  notifier      http://$host:${ports[notifier]}     (signed webhooks to $WEBHOOK_URL)
+  webhook-receiver http://$host:${ports[webhook-receiver]}  (the reference receiver: verifies, dedupes, stores)
 Logs: $logs/<app>.log (JSON; pipe through 'npx pino-pretty' to read)
 
 Try (a demo client of tenant "demo"; its key is kept in $key_file):

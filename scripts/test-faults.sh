@@ -17,5 +17,7 @@ npx jest --runInBand \
   test/consumer-retries-end.e2e-spec.ts \
   test/consumer-waits-out-a-database-outage.e2e-spec.ts \
   test/idempotency-matches-a-model.e2e-spec.ts \
+  test/webhooks-wait-out-a-dead-receiver.e2e-spec.ts \
+  test/webhook-receiver-verifies-signatures.e2e-spec.ts \
   test/history-checker-counts-nothing-lost.e2e-spec.ts \
   "$@" --selectProjects e2e

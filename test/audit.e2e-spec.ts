@@ -21,6 +21,7 @@ const CHECKS = [
   'outbox-events-have-orders',
   'published-events-reached-consumers',
   'consumer-inbox-entries-have-outbox-rows',
+  'notifier-events-have-webhook-deliveries',
 ];
 
 /** The report of a failed audit: exit 1, one reason on stderr, the one JSON line on stdout. */
@@ -142,11 +143,13 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
       ['outbox-events-have-orders', 6, 0, []],
       ['published-events-reached-consumers', 12, 0, []],
       ['consumer-inbox-entries-have-outbox-rows', 12, 0, []],
+      // Each of the 6 events applied by the notifier has its webhook delivery (pending ones are no mismatch).
+      ['notifier-events-have-webhook-deliveries', 6, 0, []],
     ]);
 
     expect(asText.status).toBe(0);
     expect(asText.stderr).toBe('');
-    expect(asText.stdout).toMatch(/all 5 checks passed/);
+    expect(asText.stdout).toMatch(/all 6 checks passed/);
     for (const name of CHECKS) expect(asText.stdout).toMatch(new RegExp(`ok\\s+${name}\\s+checked \\d+, mismatches 0`));
   }, 180_000);
 
@@ -178,6 +181,7 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
         'outbox-events-have-orders': 2,
         'published-events-reached-consumers': 1,
         'consumer-inbox-entries-have-outbox-rows': 2,
+        'notifier-events-have-webhook-deliveries': 0,
       });
       expect(check(report, 'receipts-have-effects').examples).toEqual([
         expect.objectContaining({
@@ -210,10 +214,10 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
         ['fulfillment', o4Placed],
         ['notifier', o4Placed],
       ]);
-      for (const failed of report.checks) expect(failed.hint).toMatch(/docs\/audit\.md/);
+      for (const failed of report.checks.filter((c) => c.mismatches)) expect(failed.hint).toMatch(/docs\/audit\.md/);
 
       expect(asText.status).toBe(1);
-      expect(asText.stdout).toMatch(/5 of 5 checks found mismatches/);
+      expect(asText.stdout).toMatch(/5 of 6 checks found mismatches/);
       expect(asText.stdout).toMatch(new RegExp(`FAIL\\s+receipts-have-effects\\s+checked 6, mismatches 1`));
       expect(asText.stdout).toContain(`receipt names an order that does not exist: tenant=${tenant} operation=orders.create key=order-2`);
     } finally {
@@ -271,6 +275,7 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
       'outbox-events-have-orders': 0,
       'published-events-reached-consumers': 0,
       'consumer-inbox-entries-have-outbox-rows': 6,
+      'notifier-events-have-webhook-deliveries': 0,
     });
     const gap = check(report, 'consumer-inbox-entries-have-outbox-rows');
     expect(gap.checked).toBe(12);
@@ -296,6 +301,126 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
     expect(retried.headers['idempotent-replayed']).toBeUndefined();
     expect(retried.body.id).not.toBe(ids.o3);
   }, 240_000);
+});
+
+/**
+ * The notifier's own check, on databases of this suite's own seeded with SQL as the notifier leaves
+ * them (no app runs). The orders side stays empty: the seeded inbox entries were received two hours
+ * ago and the audit is told the outbox keeps rows for one hour, so only the notifier's check (bounded
+ * by the notifier's inbox retention, 14 days) looks at them.
+ */
+describe('ops audit checks that every order event the notifier applied has its webhook delivery', () => {
+  let dbs: PrivateDatabases;
+  let notifier: Pool;
+  const NAME = 'notifier-events-have-webhook-deliveries';
+  const audit = (args: string[] = []) => ops(['audit', ...args], { ...dbs.env, OUTBOX_RETENTION_SECONDS: '3600' });
+  let offset = 0;
+
+  /** An inbox entry of the notifier, received `receivedAgoSeconds` ago (two hours by default). */
+  async function entry(eventType: string, outcome = 'applied', receivedAgoSeconds = 7200): Promise<string> {
+    const id = randomUUID();
+    await notifier.query(
+      `INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome, received_at)
+       VALUES ('notifier', $1, $2, 0, $3, $4, $5, now() - make_interval(secs => $6))`,
+      [id, Topics.orderEvents, offset++, eventType, outcome, receivedAgoSeconds],
+    );
+    return id;
+  }
+
+  /** Its delivery, recorded with it, in `state`. */
+  async function delivery(messageId: string, eventType: string, state: 'pending' | 'delivered' | 'dead', attempts: number, lastError: string | null = null) {
+    await notifier.query(
+      `INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, attempts, last_error,
+                                       created_at, next_attempt_at, delivered_at, dead_at)
+       VALUES ($1, 'audit-wh', gen_random_uuid(), $2, 'http://127.0.0.1:9/hooks', '{}', $3::text, $4, $5, now() - interval '2 hours',
+               CASE WHEN $3::text = 'pending' THEN now() + interval '1 hour' END,
+               CASE WHEN $3::text = 'delivered' THEN now() - interval '2 hours' END, CASE WHEN $3::text = 'dead' THEN now() END)`,
+      [messageId, eventType, state, attempts, lastError],
+    );
+  }
+
+  beforeAll(async () => {
+    dbs = await privateDatabases('auditwh');
+    notifier = new Pool({ connectionString: dbs.notifierUrl, max: 2 });
+    await notifier.query(`INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ('notifier', 14 * 24 * 3600)`);
+  });
+
+  afterAll(async () => {
+    await notifier?.end();
+  });
+
+  it('reports a pending delivery without calling it a mismatch, and skips what the notifier skipped or may have forgotten', async () => {
+    await delivery(await entry('OrderPlaced'), 'OrderPlaced', 'delivered', 1);
+    await delivery(await entry('OrderCancelled'), 'OrderCancelled', 'pending', 3, 'HTTP 503');
+    await entry('OrderPlaced', 'skipped'); // a version newer than the notifier reads: no webhook
+    await entry('OrderPlaced', 'applied', 20 * 24 * 3600); // older than its retention: its delivery may be swept
+
+    const [asJson, asText] = await Promise.all([audit(['--json']), audit()]);
+    const report = json(asJson);
+    expect(report.ok).toBe(true);
+    expect(report.checks.map((c: any) => c.name)).toEqual(CHECKS);
+    expect(check(report, NAME)).toEqual({
+      name: NAME,
+      checked: 2,
+      mismatches: 0,
+      examples: [],
+      notes: [
+        {
+          note: expect.stringContaining('pending, not a mismatch'),
+          pending: 1,
+          inFlight: 0,
+          retrying: 1,
+          oldestPendingAge: expect.stringMatching(/^2h/),
+          oldestPendingAgeSeconds: expect.any(Number),
+          oldestPendingSince: expect.any(String),
+        },
+      ],
+    });
+    expect(check(report, NAME).notes[0].oldestPendingAgeSeconds).toBeGreaterThanOrEqual(7200);
+
+    expect(asText.status).toBe(0);
+    expect(asText.stdout).toMatch(/all 6 checks passed/);
+    expect(asText.stdout).toMatch(new RegExp(`ok\\s+${NAME}\\s+checked 2, mismatches 0\\n\\s+note: webhook deliveries pending, not a mismatch .*: pending=1 inFlight=0 retrying=1 oldestPendingAge=2h`));
+  });
+
+  it('names a dead delivery and an applied event without any delivery as mismatches, pointing at webhooks:retry', async () => {
+    const dead = await entry('OrderCancelled');
+    await delivery(dead, 'OrderCancelled', 'dead', 1, 'refused: HTTP 410');
+    const missing = await entry('OrderPlaced');
+    try {
+      const [asJson, asText] = await Promise.all([audit(['--json']), audit()]);
+      const report = failedReport(asJson);
+      expect(asJson.stderr).toBe(`ops: audit found mismatches: ${NAME} (2)\n`);
+      expect(mismatches(report)).toEqual(Object.fromEntries(CHECKS.map((name) => [name, name === NAME ? 2 : 0])));
+      const found = check(report, NAME);
+      expect(found.checked).toBe(4);
+      expect(found.examples).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            problem: 'webhook delivery is dead: given up, the receiver does not have it',
+            database: 'notifier',
+            consumer: 'notifier',
+            messageId: dead,
+            event: 'OrderCancelled',
+            tenant: 'audit-wh',
+            lastError: 'refused: HTTP 410',
+            deadAt: expect.any(String),
+          }),
+          expect.objectContaining({ problem: 'applied order event has no webhook delivery', messageId: missing, event: 'OrderPlaced', tenant: null }),
+        ]),
+      );
+      expect(found.hint).toMatch(/npm run ops -- webhooks:retry/);
+      expect(found.notes).toEqual([expect.objectContaining({ pending: 1 })]);
+
+      expect(asText.status).toBe(1);
+      expect(asText.stdout).toMatch(new RegExp(`FAIL\\s+${NAME}\\s+checked 4, mismatches 2`));
+      expect(asText.stdout).toContain(`webhook delivery is dead: given up, the receiver does not have it: database=notifier consumer=notifier messageId=${dead}`);
+      expect(asText.stdout).toContain(`applied order event has no webhook delivery: database=notifier consumer=notifier messageId=${missing}`);
+    } finally {
+      await notifier.query(`DELETE FROM webhook_deliveries WHERE message_id = $1`, [dead]);
+      await notifier.query(`DELETE FROM inbox_messages WHERE message_id = ANY($1::uuid[])`, [[dead, missing]]);
+    }
+  });
 });
 
 describe('ops audit refuses', () => {

@@ -35,6 +35,7 @@ const KEY_METRICS: Record<string, [string, string][]> = {
   notifier: [
     ['notifier_messages_total', 'counter'],
     ['notifier_webhook_attempts_total', 'counter'],
+    ['notifier_webhook_deliveries_total', 'counter'],
     ['notifier_consumer_lag', 'gauge'],
   ],
 };

@@ -10,9 +10,11 @@ import { WebhookReceiver } from './support/webhook-receiver';
 
 /**
  * dlq:list and dlq:redrive against the real notifier (its own process), a real webhook receiver, real
- * Kafka and the notifier's real database. The receiver refuses an OrderPlaced (4xx: dead-lettered at
- * once), refuses it again after a first re-drive (dead-lettered again, listed again), then accepts
- * it: delivered once, with the message-id as its Idempotency-Key, and re-driving it again is refused.
+ * Kafka and the notifier's real database. The notifier cannot record one OrderPlaced (its database
+ * refuses the row: a check constraint this suite adds for that one order, as a bad deploy would), so
+ * after its attempts it is dead-lettered; re-driven while the constraint is still there it is
+ * dead-lettered again, listed again; once the constraint is gone a re-drive records it and the
+ * webhook goes out once, with the message-id as its webhook-id, and re-driving it again is refused.
  */
 
 const tenantId = `t-dlq-${randomUUID().slice(0, 8)}`;
@@ -65,6 +67,10 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
   let notifier: RunningApp;
 
   const requests = () => receiver.requests.filter((r) => r.idempotencyKey === event.messageId);
+  const constraint = `refuse_${event.orderId.replace(/-/g, '_')}`;
+  const refuseTheOrder = () =>
+    db.pool.query(`ALTER TABLE webhook_deliveries ADD CONSTRAINT ${constraint} CHECK (order_id <> '${event.orderId}'::uuid) NOT VALID`);
+  const acceptTheOrder = () => db.pool.query(`ALTER TABLE webhook_deliveries DROP CONSTRAINT IF EXISTS ${constraint}`);
   const deadLetter = async (messageId: string) =>
     (await db.pool.query('SELECT error, attempts, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', ['notifier', messageId])).rows;
   const listed = async (...flags: string[]) =>
@@ -88,10 +94,11 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     // Caught up: the group has joined and consumed whatever earlier runs left on the topic.
     const marker = orderPlaced();
     await produce(producer, marker);
-    await db.until(() => db.delivery(marker.messageId), (rows) => rows.length === 1, 90_000);
+    await db.until(() => db.delivery(marker.messageId), (rows) => rows[0]?.state === 'delivered', 90_000);
   }, 120_000);
 
   afterAll(async () => {
+    await acceptTheOrder();
     await notifier?.stop();
     await producer?.disconnect();
     await receiver.stop();
@@ -100,9 +107,9 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     await db.close();
   });
 
-  it('an OrderPlaced the receiver refuses is dead-lettered and listed with its coordinates and error', async () => {
+  it('an OrderPlaced the notifier cannot record is dead-lettered after its attempts and listed with its coordinates and error', async () => {
     const since = new Date(Date.now() - 1_000).toISOString();
-    receiver.script(event.messageId, [400, 422]);
+    await refuseTheOrder();
     const at = await produce(producer, event);
 
     await db.until(() => deadLetter(event.messageId), (rows) => rows.length === 1);
@@ -117,8 +124,8 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
       topic: Topics.orderEvents,
       partition: at.partition,
       offset: at.offset,
-      attempts: 1,
-      error: 'webhook answered 400; not retried',
+      attempts: 3,
+      error: expect.stringContaining(`violates check constraint "${constraint}"`),
       deadLetteredAt: expect.any(String),
       redrivenAt: null,
     });
@@ -138,12 +145,13 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     expect(failed.status).toBe(1);
     expect(oneLine(failed)).toMatch(new RegExp(`^ops: re-driving ${event.messageId} \\(notifier\\) failed, it stays re-drivable: .*Kafka`));
 
-    expect(await deadLetter(event.messageId)).toEqual([expect.objectContaining({ redriven_at: null, attempts: 1 })]);
+    expect(await deadLetter(event.messageId)).toEqual([expect.objectContaining({ redriven_at: null, attempts: 3 })]);
     expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'notifier', outcome: 'dead-lettered' }]);
-    expect(requests().map((r) => r.status)).toEqual([400]);
+    expect(await db.delivery(event.messageId)).toEqual([]);
+    expect(requests()).toEqual([]);
   });
 
-  it('re-driven while the receiver still refuses, it is dead-lettered again and listed again', async () => {
+  it('re-driven while the notifier still cannot record it, it is dead-lettered again and listed again', async () => {
     const first = json(await ops(['dlq:redrive', event.messageId, '--json']));
     expect(first).toEqual({
       redriveId: expect.stringMatching(/^[0-9a-f-]{36}$/),
@@ -152,12 +160,17 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
       skipped: [],
     });
 
-    const [again] = await db.until(() => deadLetter(event.messageId), (rows) => rows[0]?.error === 'webhook answered 422; not retried');
+    const lastDeadLettered = async () =>
+      (await db.pool.query('SELECT dead_lettered_at, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', ['notifier', event.messageId])).rows;
+    const before = (await lastDeadLettered())[0].dead_lettered_at as Date;
+    const [again] = await db.until(lastDeadLettered, (rows) => rows[0]?.dead_lettered_at > before && rows[0]?.redriven_at === null);
     expect(again.redriven_at).toBeNull();
-    expect(await listed()).toEqual([expect.objectContaining({ messageId: event.messageId, redrivenAt: null, attempts: 1 })]);
+    expect(await listed()).toEqual([expect.objectContaining({ messageId: event.messageId, redrivenAt: null, attempts: 3 })]);
+    expect(requests()).toEqual([]);
   });
 
-  it('re-driven once the receiver accepts: one delivery keyed by the message-id, recorded; not listed any more; a second re-drive is refused', async () => {
+  it('re-driven once the notifier can record it: one delivery keyed by the message-id; not listed any more; a second re-drive is refused', async () => {
+    await acceptTheOrder();
     const topic = new TopicReader(kafka, tenantId);
     await topic.start();
     try {
@@ -165,7 +178,7 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
       expect(run.status).toBe(0);
       expect(run.stdout).toMatch(new RegExp(`^Re-drove 1 dead letter\\(s\\) \\(redrive-id [0-9a-f-]{36}\\):\\n  notifier  ${event.messageId}  -> ${Topics.orderEvents}\\n$`));
 
-      const [delivery] = await db.until(() => db.delivery(event.messageId), (rows) => rows.length === 1);
+      const [delivery] = await db.until(() => db.delivery(event.messageId), (rows) => rows[0]?.state === 'delivered');
       expect(delivery).toMatchObject({ tenant_id: tenantId, order_id: event.orderId, status_code: 200, attempts: 1 });
       expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'notifier', outcome: 'applied' }]);
 
@@ -191,13 +204,9 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
 
     expect(await listed()).toEqual([]);
     expect(await listed('--include-redriven')).toEqual([expect.objectContaining({ messageId: event.messageId, redrivenAt: expect.any(String) })]);
-    // The receiver saw the key three times (400, 422, 200) and only the last one was an effect.
+    // One webhook, after the one re-drive that could be recorded.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(requests().map((r) => [r.idempotencyKey, r.status])).toEqual([
-      [event.messageId, 400],
-      [event.messageId, 422],
-      [event.messageId, 200],
-    ]);
+    expect(requests().map((r) => [r.headers['webhook-id'], r.status])).toEqual([[event.messageId, 200]]);
     expect(await db.delivery(event.messageId)).toHaveLength(1);
   });
 

@@ -28,6 +28,7 @@ describe('an order placed over HTTP', () => {
       await startApp('notifier', {
         KAFKA_SESSION_TIMEOUT_MS: '6000',
         WEBHOOK_URL: receiver.url,
+        WEBHOOK_RETRY_SCHEDULE: '200ms,1s',
         NOTIFIER_RETRY_MIN_MS: '50',
         NOTIFIER_RETRY_MAX_MS: '200',
       }),
@@ -53,14 +54,15 @@ describe('an order placed over HTTP', () => {
     expect(shipment).toEqual({ order_id: order.id, status: 'pending', message_id: rows[0].id, quantity: 3 });
     expect(await fulfillment.inbox(rows[0].id)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
 
-    const delivered = await notifier.until(() => notifier.delivery(rows[0].id), (found) => found.length === 1, 90_000);
+    const delivered = await notifier.until(() => notifier.delivery(rows[0].id), (found) => found[0]?.state === 'delivered', 90_000);
     expect(delivered).toHaveLength(1);
     const webhooks = receiver.forTenant(tenantId);
     expect(webhooks.map((w) => [w.status, w.idempotencyKey])).toEqual([
       [503, rows[0].id],
       [200, rows[0].id],
     ]);
-    expect(webhooks[1].body).toMatchObject({ orderId: order.id, tenantId, messageId: rows[0].id });
+    expect(webhooks[1].headers['webhook-id']).toBe(rows[0].id);
+    expect(webhooks[1].body).toMatchObject({ type: 'order.placed', data: { orderId: order.id, tenantId } });
 
     // A retried command replays; no second event, so still one shipment.
     expect((await client.createOrder('e2e-1', { sku: 'SKU-7', quantity: 3 })).headers['idempotent-replayed']).toBe('true');

@@ -70,7 +70,12 @@ describe('outbox:replay after the broker lost the topic', () => {
       (rows) => rows.length === 4 && rows.some((row) => row.status === 'cancelled'),
       120_000,
     );
-    const deliveries = await notifier.until(() => notifier.deliveries(tenantId), (rows) => rows.length === 4, 120_000);
+    // Five events, five webhooks (four order.placed, one order.cancelled), all delivered.
+    const deliveries = await notifier.until(
+      () => notifier.deliveries(tenantId),
+      (rows) => rows.length === 5 && rows.every((row) => row.state === 'delivered'),
+      120_000,
+    );
     const posts = receiver.forTenant(tenantId).length;
     const { rows: outbox } = await suite.db.pool.query(
       `SELECT id, sequence, message_key, event_type, headers, created_at FROM outbox_messages WHERE tenant_id = $1 ORDER BY sequence`,
@@ -142,7 +147,7 @@ describe('outbox:replay after the broker lost the topic', () => {
     const later = await client.createOrder('replay-later', { sku: 'SKU-9', quantity: 9 });
     expect(later.status).toBe(201);
     await fulfillment.until(() => fulfillment.shipments(tenantId), (rows) => rows.length === 5, 120_000);
-    await notifier.until(() => notifier.deliveries(tenantId), (rows) => rows.length === 5, 120_000);
-    expect(receiver.forTenant(tenantId).filter((post) => post.body?.orderId === later.body.id)).toHaveLength(1);
+    await notifier.until(() => notifier.deliveries(tenantId), (rows) => rows.length === 6 && rows.every((row) => row.state === 'delivered'), 120_000);
+    expect(receiver.forTenant(tenantId).filter((post) => post.body?.data?.orderId === later.body.id)).toHaveLength(1);
   }, 420_000);
 });

@@ -6,3 +6,5 @@ CREATE DATABASE notifier;
 CREATE DATABASE orders_test;
 CREATE DATABASE fulfillment_test;
 CREATE DATABASE notifier_test;
+CREATE DATABASE webhook_receiver;
+CREATE DATABASE webhook_receiver_test;

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import { request as httpRequest, createServer, Server } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'pg';
@@ -23,7 +23,7 @@ const env = {
   fulfillment: process.env.FULFILLMENT_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/fulfillment',
   notifier: process.env.NOTIFIER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/notifier',
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
-  webhookUrl: new URL(process.env.WEBHOOK_URL ?? 'http://127.0.0.1:3099/webhooks/orders'),
+  receiver: process.env.WEBHOOK_RECEIVER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/webhook_receiver',
   partitions: Number(process.env.KAFKA_TOPIC_PARTITIONS ?? 6),
 };
 
@@ -31,6 +31,7 @@ const db = {
   orders: new Pool({ connectionString: env.orders, max: 2 }),
   fulfillment: new Pool({ connectionString: env.fulfillment, max: 2 }),
   notifier: new Pool({ connectionString: env.notifier, max: 2 }),
+  receiver: new Pool({ connectionString: env.receiver, max: 2 }),
 };
 
 let failures = 0;
@@ -130,31 +131,6 @@ class Client {
       req.on('error', reject);
       req.end(JSON.stringify(body));
     });
-  }
-}
-
-/** Stands in for the webhook receiver the notifier POSTs to, and remembers each Idempotency-Key. */
-class WebhookSink {
-  readonly keys = new Map<string, number>();
-  private server?: Server;
-
-  async start(): Promise<boolean> {
-    const server = createServer((req, res) => {
-      const key = String(req.headers['idempotency-key'] ?? '');
-      this.keys.set(key, (this.keys.get(key) ?? 0) + 1);
-      req.resume();
-      req.on('end', () => res.writeHead(204).end());
-    });
-    const listening = await new Promise<boolean>((resolve) => {
-      server.once('error', () => resolve(false));
-      server.listen(Number(env.webhookUrl.port || 80), env.webhookUrl.hostname, () => resolve(true));
-    });
-    if (listening) this.server = server;
-    return listening;
-  }
-
-  async stop(): Promise<void> {
-    await new Promise((resolve) => (this.server ? this.server.close(resolve) : resolve(undefined)));
   }
 }
 
@@ -260,8 +236,18 @@ async function shipments(tenant: string): Promise<number> {
   return count(db.fulfillment, 'SELECT count(*) AS n FROM shipments WHERE tenant_id = $1', [tenant]);
 }
 
+/** Webhooks the notifier delivered (the receiver answered 2xx). */
 async function deliveries(tenant: string): Promise<number> {
-  return count(db.notifier, 'SELECT count(*) AS n FROM webhook_deliveries WHERE tenant_id = $1', [tenant]);
+  return count(db.notifier, `SELECT count(*) AS n FROM webhook_deliveries WHERE tenant_id = $1 AND state = 'delivered'`, [tenant]);
+}
+
+/** Webhooks the reference receiver verified and stored: one row per webhook-id, however often it was POSTed. */
+async function received(tenant: string): Promise<number> {
+  return count(db.receiver, 'SELECT count(*) AS n FROM received_webhooks WHERE tenant_id = $1', [tenant]);
+}
+
+async function events(tenant: string): Promise<number> {
+  return count(db.orders, 'SELECT count(*) AS n FROM outbox_messages WHERE tenant_id = $1', [tenant]);
 }
 
 async function placedEvents(tenant: string): Promise<number> {
@@ -315,19 +301,16 @@ async function consumersCaughtUp(kafka: ReturnType<typeof createKafka>, timeoutM
   }
 }
 
-async function topicLossAndReplay(a: Client, b: Client, startedAt: Date, sink: WebhookSink): Promise<void> {
+async function topicLossAndReplay(a: Client, b: Client, startedAt: Date): Promise<void> {
   const kafka = createKafka({ brokers: env.brokers, clientId: 'demo' });
   const tenants = [a.tenant, b.tenant];
   // Let both consumers finish what they have (the last webhooks may still be on their way), so
   // that "unchanged" below compares settled counts.
-  const placed = (await Promise.all(tenants.map(placedEvents))).reduce((x, y) => x + y, 0);
+  const sum = async (of: (tenant: string) => Promise<number>) => (await Promise.all(tenants.map(of))).reduce((x, y) => x + y, 0);
+  const all = await sum(events);
   await consumersCaughtUp(kafka, 120_000);
-  await until(async () => (await Promise.all(tenants.map(deliveries))).reduce((x, y) => x + y, 0), (n) => n >= placed, 60_000);
-  const before = {
-    shipments: (await Promise.all(tenants.map(shipments))).reduce((x, y) => x + y, 0),
-    deliveries: (await Promise.all(tenants.map(deliveries))).reduce((x, y) => x + y, 0),
-    webhooks: sink.keys.size,
-  };
+  await until(() => sum(deliveries), (n) => n >= all, 60_000);
+  const before = { shipments: await sum(shipments), deliveries: await sum(deliveries), webhooks: await sum(received) };
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -341,32 +324,28 @@ async function topicLossAndReplay(a: Client, b: Client, startedAt: Date, sink: W
   const replay = await ops(['outbox:replay', '--from', startedAt.toISOString(), '--json']);
   const result = replay.code === 0 ? JSON.parse(replay.stdout.trim().split('\n').pop()!) : undefined;
   const caughtUp = await consumersCaughtUp(kafka, 120_000);
-  const after = {
-    shipments: (await Promise.all(tenants.map(shipments))).reduce((x, y) => x + y, 0),
-    deliveries: (await Promise.all(tenants.map(deliveries))).reduce((x, y) => x + y, 0),
-    webhooks: sink.keys.size,
-  };
+  const after = { shipments: await sum(shipments), deliveries: await sum(deliveries), webhooks: await sum(received) };
   finding(
     replay.code === 0 && caughtUp && JSON.stringify(after) === JSON.stringify(before),
     replay.code === 0
       ? `topic data lost -> outbox:replay re-published ${result.published} message(s) with their message-ids; consumers ${caughtUp ? 'caught up' : 'NOT caught up within 120 s'}: ` +
-        `${before.shipments} -> ${after.shipments} shipments, ${before.deliveries} -> ${after.deliveries} webhook deliveries, ${before.webhooks} -> ${after.webhooks} distinct webhook keys`
+        `${before.shipments} -> ${after.shipments} shipments, ${before.deliveries} -> ${after.deliveries} webhooks delivered, ${before.webhooks} -> ${after.webhooks} stored by the receiver`
       : `topic data lost -> outbox:replay failed (${replay.code}): ${replay.stderr.trim()}`,
   );
 }
 
-async function readBack(a: Client, b: Client, sink: WebhookSink): Promise<void> {
+async function readBack(a: Client, b: Client): Promise<void> {
   for (const client of [a, b]) {
     const counts = await tenantCounts(client.tenant);
     const placed = await placedEvents(client.tenant);
-    const [shipped, delivered] = await Promise.all([shipments(client.tenant), deliveries(client.tenant)]);
+    const all = await events(client.tenant);
+    const [shipped, delivered, stored] = await Promise.all([shipments(client.tenant), deliveries(client.tenant), received(client.tenant)]);
     finding(
-      shipped === placed,
-      `tenant ${client.tenant}: orders DB ${show(counts)}; fulfillment DB ${shipped} shipment(s) for ${placed} OrderPlaced; notifier DB ${delivered} webhook delivery(ies)`,
+      shipped === placed && delivered === all && stored === all,
+      `tenant ${client.tenant}: orders DB ${show(counts)}; fulfillment DB ${shipped} shipment(s) for ${placed} OrderPlaced; ` +
+        `notifier DB ${delivered} webhook(s) delivered for ${all} event(s); reference receiver ${stored} stored (one per webhook-id, signature verified)`,
     );
   }
-  const repeated = [...sink.keys.values()].filter((n) => n > 1).length;
-  note(`webhook receiver: ${sink.keys.size} distinct Idempotency-Key(s), ${repeated} sent more than once (the receiver dedupes those by key)`);
   // The consumers have caught up (above), so no grace period is needed for recent events.
   const audit = await ops(['audit', '--json', '--grace-seconds', '0']);
   const report = audit.stdout.trim() ? JSON.parse(audit.stdout.trim().split('\n').pop()!) : undefined;
@@ -381,9 +360,6 @@ async function readBack(a: Client, b: Client, sink: WebhookSink): Promise<void> 
 async function main(): Promise<void> {
   await preflight();
   const startedAt = new Date(Date.now() - 1_000);
-  const sink = new WebhookSink();
-  const listening = await sink.start();
-  note(listening ? `receiving the notifier's webhooks on ${env.webhookUrl}` : `something else listens on ${env.webhookUrl}; webhook counts come from the notifier database only`);
   const suffix = randomUUID().slice(0, 8);
   const a = await Client.create(`demo-a-${suffix}`);
   const b = await Client.create(`demo-b-${suffix}`);
@@ -398,10 +374,9 @@ async function main(): Promise<void> {
     const shipped = await until(async () => (await shipments(a.tenant)) + (await shipments(b.tenant)), (n) => n >= expected, 60_000);
     finding(shipped === expected, `every OrderPlaced so far reached fulfillment through the outbox, the relay and Kafka: ${shipped}/${expected} shipments`);
     await kafkaOutage(a);
-    await topicLossAndReplay(a, b, startedAt, sink);
-    await readBack(a, b, sink);
+    await topicLossAndReplay(a, b, startedAt);
+    await readBack(a, b);
   } finally {
-    await sink.stop();
     await Promise.all(Object.values(db).map((pool) => pool.end()));
   }
   process.stdout.write(failures ? `\n${failures} finding(s) did not hold.\n` : '\nEvery finding held.\n');

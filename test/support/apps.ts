@@ -5,13 +5,14 @@ import { builtEntryArgs } from './build';
 
 const root = join(__dirname, '..', '..');
 
-export type AppName = 'command-api' | 'outbox-relay' | 'fulfillment' | 'notifier';
+export type AppName = 'command-api' | 'outbox-relay' | 'fulfillment' | 'notifier' | 'webhook-receiver';
 
 const portVariable: Record<AppName, string> = {
   'command-api': 'COMMAND_API_PORT',
   'outbox-relay': 'OUTBOX_RELAY_PORT',
   fulfillment: 'FULFILLMENT_PORT',
   notifier: 'NOTIFIER_PORT',
+  'webhook-receiver': 'WEBHOOK_RECEIVER_PORT',
 };
 
 export interface Exit {

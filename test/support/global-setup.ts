@@ -15,6 +15,7 @@ export default async function globalSetup(): Promise<void> {
     ['orders', testEnv.ordersUrl],
     ['fulfillment', testEnv.fulfillmentUrl],
     ['notifier', testEnv.notifierUrl],
+    ['receiver', testEnv.receiverUrl],
   ];
   for (const [name, url] of databases) {
     await recreate(url);

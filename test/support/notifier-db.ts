@@ -6,9 +6,14 @@ export interface DeliveryRow {
   tenant_id: string;
   order_id: string;
   url: string;
-  status_code: number;
+  event_type: string;
+  state: 'pending' | 'delivered' | 'dead';
+  status_code: number | null;
   attempts: number;
+  last_error: string | null;
 }
+
+const DELIVERY_COLUMNS = 'message_id, tenant_id, order_id, url, event_type, state, status_code, attempts, last_error';
 
 /** Direct reads of notifier_test, to check what the notifier recorded. */
 export class NotifierDb {
@@ -16,8 +21,7 @@ export class NotifierDb {
 
   async deliveries(tenantId: string): Promise<DeliveryRow[]> {
     const { rows } = await this.pool.query(
-      `SELECT message_id, tenant_id, order_id, url, status_code, attempts
-       FROM webhook_deliveries WHERE tenant_id = $1 ORDER BY delivered_at`,
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 ORDER BY sequence`,
       [tenantId],
     );
     return rows;
@@ -25,7 +29,7 @@ export class NotifierDb {
 
   async delivery(messageId: string): Promise<DeliveryRow[]> {
     const { rows } = await this.pool.query(
-      'SELECT message_id, tenant_id, order_id, url, status_code, attempts FROM webhook_deliveries WHERE message_id = $1',
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE message_id = $1`,
       [messageId],
     );
     return rows;

@@ -6,7 +6,11 @@ export interface ReceivedWebhook {
   path: string;
   headers: IncomingHttpHeaders;
   idempotencyKey: string | undefined;
+  /** The body as sent (what the signature covers), and parsed when it is JSON. */
+  raw: string;
   body: any;
+  /** When it arrived (ms since the epoch). */
+  at: number;
   /** What this request was answered with (or would have been: the caller may have given up waiting). */
   status: number;
 }
@@ -23,6 +27,7 @@ export class WebhookReceiver {
   private readonly scripts = new Map<string, Reply[]>();
   private readonly seen = new Set<string>();
   private firstReplies: Reply[] = [];
+  private down?: { until: number; status: number };
   private server?: Server;
   url = '';
 
@@ -43,9 +48,10 @@ export class WebhookReceiver {
           this.seen.add(key);
           if (!this.scripts.has(key) && this.firstReplies.length) this.scripts.set(key, [...this.firstReplies]);
         }
-        const reply: Reply = (key ? this.scripts.get(key)?.shift() : undefined) ?? 200;
+        const outage = this.down && Date.now() < this.down.until ? this.down.status : undefined;
+        const reply: Reply = outage ?? (key ? this.scripts.get(key)?.shift() : undefined) ?? 200;
         const { status, delayMs } = typeof reply === 'number' ? { status: reply, delayMs: 0 } : reply;
-        this.requests.push({ method: req.method!, path: req.url!, headers: req.headers, idempotencyKey: key, body, status });
+        this.requests.push({ method: req.method!, path: req.url!, headers: req.headers, idempotencyKey: key, raw: text, body, status, at: Date.now() });
         setTimeout(() => {
           if (res.destroyed) return;
           res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ status }));
@@ -66,8 +72,14 @@ export class WebhookReceiver {
     this.firstReplies = [...replies];
   }
 
+  /** Every request answers `status` for the next `ms` (a receiver that is down), scripts notwithstanding. */
+  failFor(ms: number, status = 503): void {
+    this.down = { until: Date.now() + ms, status };
+  }
+
+  /** The requests whose webhook payload (`{type, timestamp, data}`) belongs to `tenantId`. */
   forTenant(tenantId: string): ReceivedWebhook[] {
-    return this.requests.filter((r) => r.body?.tenantId === tenantId);
+    return this.requests.filter((r) => r.body?.data?.tenantId === tenantId);
   }
 
   async stop(): Promise<void> {

@@ -48,13 +48,20 @@ function cleanRun(): { history: History; snapshot: Snapshot; kafka: KafkaMessage
       ...[PA, PB, CA].map((messageId) => ({ consumer: 'fulfillment', messageId, outcome: 'applied' })),
       { consumer: 'notifier', messageId: PA, outcome: 'applied' },
       { consumer: 'notifier', messageId: PB, outcome: 'applied' },
-      { consumer: 'notifier', messageId: CA, outcome: 'skipped' },
+      { consumer: 'notifier', messageId: CA, outcome: 'applied' },
     ],
     webhookDeliveries: [
-      { messageId: PA, orderId: A },
-      { messageId: PB, orderId: B },
+      { messageId: PA, orderId: A, state: 'delivered' },
+      { messageId: PB, orderId: B, state: 'delivered' },
+      { messageId: CA, orderId: A, state: 'delivered' },
     ],
-    webhookPosts: [PA, PB, PB],
+    webhookPosts: [
+      { messageId: PA, orderId: A, type: 'order.placed', status: 503 },
+      { messageId: PA, orderId: A, type: 'order.placed', status: 200 },
+      { messageId: PB, orderId: B, type: 'order.placed', status: 200 },
+      { messageId: CA, orderId: A, type: 'order.cancelled', status: 200 },
+      { messageId: PB, orderId: B, type: 'order.placed', status: 200 },
+    ],
   };
   const kafka: KafkaMessage[] = [
     { partition: 1, offset: 0, key: A, messageId: PA, eventType: 'OrderPlaced' },
@@ -82,7 +89,7 @@ describe('the history checker', () => {
       kafkaMessageIds: 3,
       kafkaRedeliveries: 1,
       fulfillmentApplied: 3,
-      notifierDelivered: 2,
+      notifierDelivered: 3,
       webhookRepeats: 1,
       lost: 0,
       duplicated: 0,
@@ -131,6 +138,19 @@ describe('the history checker', () => {
     run.snapshot.cancelledMarkers.push({ orderId: A });
     const { counts } = check(run.history, run.snapshot, run.kafka);
     expect(counts.outOfOrder).toBe(2);
+  });
+
+  it('counts a webhook that is not delivered as lost, and a cancellation POSTed before its order was accepted as out of order', () => {
+    const run = cleanRun();
+    run.snapshot.webhookDeliveries[1] = { messageId: PB, orderId: B, state: 'dead', lastError: 'receiver answered 400; not retried' };
+    const cancelled = run.snapshot.webhookPosts.splice(3, 1)[0];
+    run.snapshot.webhookPosts.unshift(cancelled);
+    const { counts, problems } = check(run.history, run.snapshot, run.kafka);
+    expect(problems).toEqual([
+      `lost: webhook delivery ${PB} is dead: receiver answered 400; not retried`,
+      `outOfOrder: the cancellation webhook of ${A} was POSTed before its order.placed was accepted`,
+    ]);
+    expect(counts).toMatchObject({ lost: 1, outOfOrder: 1, notifierDelivered: 2 });
   });
 
   it('counts every 5xx, and tells a 503 with Retry-After from the rest', () => {

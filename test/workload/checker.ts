@@ -9,9 +9,10 @@ export interface Snapshot {
   /** fulfillment's cancelled_orders: a cancel it applied before the order's OrderPlaced. */
   cancelledMarkers: { orderId: string }[];
   inbox: { consumer: string; messageId: string; outcome: string }[];
-  webhookDeliveries: { messageId: string; orderId: string }[];
-  /** Idempotency-Key of every POST the webhook receiver got (the receiver dedupes; repeats are allowed). */
-  webhookPosts: string[];
+  /** The notifier's webhook_deliveries: one per order event, `delivered` once the pipeline drained. */
+  webhookDeliveries: { messageId: string; orderId: string; state: string; lastError?: string | null }[];
+  /** Every POST the webhook receiver got, in arrival order: its webhook-id, order and answer (a 2xx again for one id is a repeat the receiver dedupes). */
+  webhookPosts: { messageId: string; orderId: string; type: string; status: number }[];
 }
 
 /** The tenant's messages on the order-events topic, read from the beginning. */
@@ -88,7 +89,7 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
     kafkaMessageIds: 0,
     kafkaRedeliveries: 0,
     fulfillmentApplied: 0,
-    notifierDelivered: snapshot.webhookDeliveries.length,
+    notifierDelivered: snapshot.webhookDeliveries.filter((d) => d.state === 'delivered').length,
     webhookRepeats: 0,
     lost: 0,
     duplicated: 0,
@@ -218,8 +219,7 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
     if (fulfillment === 'applied') counts.fulfillmentApplied++;
     else problem('lost', `fulfillment ${fulfillment ?? 'never handled'} ${row.eventType} ${row.id}`);
     const notifier = inbox.get(`notifier ${row.id}`);
-    const wanted = row.eventType === PLACED ? 'applied' : 'skipped';
-    if (notifier !== wanted) problem('lost', `notifier ${notifier ?? 'never handled'} ${row.eventType} ${row.id}`);
+    if (notifier !== 'applied') problem('lost', `notifier ${notifier ?? 'never handled'} ${row.eventType} ${row.id}`);
   }
   const shipments = new Map<string, Snapshot['shipments'][number]>();
   for (const shipment of snapshot.shipments) {
@@ -241,18 +241,31 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
   for (const marker of snapshot.cancelledMarkers) {
     problem('outOfOrder', `fulfillment applied the cancellation of ${marker.orderId} before its OrderPlaced`);
   }
+  // Webhooks: one delivery per event, delivered; accepted by the receiver at least once; one order's in order.
   const deliveries = new Set<string>();
   for (const delivery of snapshot.webhookDeliveries) {
-    if (deliveries.has(delivery.messageId)) problem('duplicated', `two webhook deliveries of ${delivery.messageId}`);
     deliveries.add(delivery.messageId);
-    if (outboxIds.get(delivery.messageId)?.eventType !== PLACED) problem('duplicated', `webhook delivery of ${delivery.messageId}, no OrderPlaced`);
+    if (!outboxIds.has(delivery.messageId)) problem('duplicated', `webhook delivery of ${delivery.messageId}, which no outbox row has`);
+    if (delivery.state !== 'delivered') problem('lost', `webhook delivery ${delivery.messageId} is ${delivery.state}${delivery.lastError ? `: ${delivery.lastError}` : ''}`);
   }
   for (const row of snapshot.outbox) {
-    if (row.eventType === PLACED && !deliveries.has(row.id)) problem('lost', `no webhook delivery of ${row.id}`);
+    if (!deliveries.has(row.id)) problem('lost', `no webhook delivery of ${row.eventType} ${row.id}`);
   }
-  const posted = new Set(snapshot.webhookPosts);
-  counts.webhookRepeats = snapshot.webhookPosts.length - posted.size;
-  for (const id of deliveries) if (!posted.has(id)) problem('lost', `webhook delivery ${id} recorded but never POSTed`);
+  const accepted = new Map<string, number>();
+  const placedAccepted = new Set<string>();
+  for (const post of snapshot.webhookPosts) {
+    if (post.type === 'order.cancelled' && !placedAccepted.has(post.orderId)) {
+      problem('outOfOrder', `the cancellation webhook of ${post.orderId} was POSTed before its order.placed was accepted`);
+    }
+    if (post.status >= 200 && post.status < 300) {
+      accepted.set(post.messageId, (accepted.get(post.messageId) ?? 0) + 1);
+      if (post.type === 'order.placed') placedAccepted.add(post.orderId);
+    }
+  }
+  counts.webhookRepeats = [...accepted.values()].reduce((sum, n) => sum + n - 1, 0);
+  for (const delivery of snapshot.webhookDeliveries) {
+    if (delivery.state === 'delivered' && !accepted.has(delivery.messageId)) problem('lost', `webhook delivery ${delivery.messageId} recorded as delivered but never accepted`);
+  }
 
   return { counts, problems };
 }

@@ -132,6 +132,7 @@ export class WorkloadStack {
     this.notifier = new Supervised('notifier', () => ({
       ...common,
       WEBHOOK_URL: this.receiver.url,
+      WEBHOOK_RETRY_SCHEDULE: '100ms,500ms,1s,2s,2s,2s,2s,2s,2s,2s',
       NOTIFIER_RETRY_MIN_MS: '50',
       NOTIFIER_RETRY_MAX_MS: '1000',
     }));
@@ -182,7 +183,7 @@ export class WorkloadStack {
     return rows[0].terminated;
   }
 
-  /** True once every outbox row of the tenant is published and both consumers have an inbox row for each. */
+  /** True once every outbox row of the tenant is published, both consumers have an inbox row for each, and no webhook is pending. */
   async drained(tenantId: string): Promise<boolean> {
     const { rows } = await this.pools.orders.query(
       'SELECT id::text, published_at IS NOT NULL AS published FROM outbox_messages WHERE tenant_id = $1',
@@ -200,7 +201,11 @@ export class WorkloadStack {
       );
       if (handled[0].n < ids.length) return false;
     }
-    return true;
+    const { rows: pending } = await this.pools.notifier.query(
+      `SELECT count(*)::int AS n FROM webhook_deliveries WHERE tenant_id = $1 AND state = 'pending'`,
+      [tenantId],
+    );
+    return pending[0].n === 0;
   }
 
   async snapshot(tenantId: string): Promise<Snapshot> {
@@ -226,7 +231,11 @@ export class WorkloadStack {
       q(this.pools.fulfillment, 'SELECT order_id::text AS "orderId" FROM cancelled_orders WHERE tenant_id = $1', [tenantId]),
       q(this.pools.fulfillment, 'SELECT consumer, message_id::text AS "messageId", outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])', [ids]),
       q(this.pools.notifier, 'SELECT consumer, message_id::text AS "messageId", outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])', [ids]),
-      q(this.pools.notifier, 'SELECT message_id::text AS "messageId", order_id::text AS "orderId" FROM webhook_deliveries WHERE tenant_id = $1', [tenantId]),
+      q(
+        this.pools.notifier,
+        'SELECT message_id::text AS "messageId", order_id::text AS "orderId", state, last_error AS "lastError" FROM webhook_deliveries WHERE tenant_id = $1',
+        [tenantId],
+      ),
     ]);
     return {
       orders,
@@ -236,7 +245,9 @@ export class WorkloadStack {
       cancelledMarkers,
       inbox: [...fulfillmentInbox, ...notifierInbox],
       webhookDeliveries,
-      webhookPosts: this.receiver.forTenant(tenantId).map((r) => r.idempotencyKey ?? ''),
+      webhookPosts: this.receiver
+        .forTenant(tenantId)
+        .map((r) => ({ messageId: r.idempotencyKey ?? '', orderId: r.body.data.orderId, type: r.body.type, status: r.status })),
     } as Snapshot;
   }
 

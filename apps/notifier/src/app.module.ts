@@ -4,6 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
 import { NotifierConfig, notifierConfig } from './config';
 import { NotifierConsumer } from './webhooks/notifier-consumer.service';
+import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
 
 @Module({
   imports: [
@@ -22,6 +23,6 @@ import { NotifierConsumer } from './webhooks/notifier-consumer.service';
     MetricsModule,
     HealthModule.register({ database: 'notifier', kafka: true }),
   ],
-  providers: [NotifierConsumer],
+  providers: [WebhookDispatcher, NotifierConsumer],
 })
 export class AppModule {}

@@ -1,7 +1,16 @@
 import { z } from 'zod';
+import { DEVELOPMENT_WEBHOOK_SECRET, parseWebhookSecrets } from '@app/contracts';
 import { envFields } from '@app/platform';
+import { parseRetrySchedule } from './webhooks/retry-schedule';
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+/** One `whsec_…` signing secret (Standard Webhooks: base64 of 24 to 64 random bytes). */
+const secret = z.string().superRefine((value, ctx) => {
+  const parsed = parseWebhookSecrets(value);
+  if ('problem' in parsed) ctx.addIssue({ code: 'custom', message: parsed.problem });
+  else if (parsed.secrets.length !== 1) ctx.addIssue({ code: 'custom', message: 'must be one whsec_ secret' });
+});
 
 export const notifierConfig = z
   .object({
@@ -12,23 +21,46 @@ export const notifierConfig = z
     NOTIFIER_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/notifier'),
     DATABASE_POOL_SIZE: envFields.poolSize,
     KAFKA_BROKERS: envFields.kafkaBrokers,
-    /**
-     * Where each OrderPlaced is POSTed. The default is a local placeholder nothing listens on: until
-     * it is pointed at a real receiver, deliveries fail, are retried and end on the dead-letter topic.
-     */
+    /** Where every order event is POSTed: by default the reference receiver `npm start` runs (apps/webhook-receiver). */
     WEBHOOK_URL: z
       .string()
-      .default('http://127.0.0.1:3099/webhooks/orders')
+      .default('http://127.0.0.1:3004/webhooks/orders')
       .refine((value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol), {
         message: 'must be an http:// or https:// URL',
       }),
-    /** One POST's bound; a timeout counts as a failed attempt (retried). */
-    WEBHOOK_TIMEOUT_MS: int(100, 25_000).default(5_000),
-    /** Attempts before a failing delivery goes to the dead-letter topic (database outages are not counted). */
+    /** The endpoint's signing secret. Required in production; elsewhere DEVELOPMENT_WEBHOOK_SECRET (libs/contracts). */
+    WEBHOOK_SECRET: secret.optional(),
+    /** During a rotation, the secret being retired: deliveries carry a signature with each, until the receiver has the new one. */
+    WEBHOOK_PREVIOUS_SECRET: secret.optional(),
+    /** One POST's bound; a timeout is a failed attempt, retried on the schedule. */
+    WEBHOOK_TIMEOUT_MS: int(100, 60_000).default(5_000),
+    /**
+     * Waits before each retry of a failed delivery, comma-separated (`5s`, `30m`, `10h`, `3d`); when they
+     * are spent the delivery is dead. The default is the Standard Webhooks schedule: 8 attempts over about 28 hours.
+     */
+    WEBHOOK_RETRY_SCHEDULE: z
+      .string()
+      .default('5s,5m,30m,2h,5h,10h,10h')
+      .transform((value, ctx) => {
+        const parsed = parseRetrySchedule(value);
+        if ('problem' in parsed) {
+          ctx.addIssue({ code: 'custom', message: parsed.problem });
+          return z.NEVER;
+        }
+        return parsed.delaysMs;
+      }),
+    /** POSTs in flight at once (over all orders; one order's deliveries go one at a time, in order). */
+    WEBHOOK_CONCURRENCY: int(1, 1_000).default(64),
+    /** How often the dispatcher looks for deliveries that became due (new ones wake it at once). */
+    WEBHOOK_POLL_INTERVAL_MS: int(10, 60_000).default(500),
+    /** Attempts before a message the consumer cannot record goes to the dead-letter topic (database outages are not counted). */
     NOTIFIER_MAX_ATTEMPTS: int(1, 100).default(8),
     NOTIFIER_RETRY_MIN_MS: int(1, 60_000).default(200),
     NOTIFIER_RETRY_MAX_MS: int(1, 600_000).default(30_000),
-    /** How long message-ids are remembered. Outbox replays must not reach further back (ops refuses). */
+    /**
+     * How long message-ids are remembered, and delivered webhooks kept. Outbox replays must not reach
+     * further back (ops refuses).
+     */
     INBOX_RETENTION_SECONDS: int(60, 365 * 24 * 3600).default(14 * 24 * 3600),
     INBOX_SWEEP_INTERVAL_SECONDS: int(0, 24 * 3600).default(3600),
     /** How long Kafka waits for a silent consumer before rebalancing its partitions (broker minimum 6000). */
@@ -38,10 +70,18 @@ export const notifierConfig = z
     path: ['NOTIFIER_RETRY_MIN_MS'],
     message: 'must not exceed NOTIFIER_RETRY_MAX_MS',
   })
-  // kafkajs heartbeats between messages only: one POST must end well inside the session timeout.
-  .refine((c) => c.WEBHOOK_TIMEOUT_MS < c.KAFKA_SESSION_TIMEOUT_MS, {
-    path: ['WEBHOOK_TIMEOUT_MS'],
-    message: 'must be less than KAFKA_SESSION_TIMEOUT_MS',
-  });
+  .refine((c) => c.NODE_ENV !== 'production' || c.WEBHOOK_SECRET !== undefined, {
+    path: ['WEBHOOK_SECRET'],
+    message: 'is required in production (a whsec_ secret shared with the receiver only)',
+  })
+  .refine((c) => c.NODE_ENV !== 'production' || ![c.WEBHOOK_SECRET, c.WEBHOOK_PREVIOUS_SECRET].includes(DEVELOPMENT_WEBHOOK_SECRET), {
+    path: ['WEBHOOK_SECRET'],
+    message: 'must not be the development secret in production (it is published in the repository)',
+  })
+  .refine((c) => c.NODE_ENV !== 'production' || new URL(c.WEBHOOK_URL).protocol === 'https:', {
+    path: ['WEBHOOK_URL'],
+    message: 'must be https:// in production (the payload and its signature must not travel in clear)',
+  })
+  .transform((c) => ({ ...c, WEBHOOK_SECRET: c.WEBHOOK_SECRET ?? DEVELOPMENT_WEBHOOK_SECRET }));
 
 export type NotifierConfig = z.infer<typeof notifierConfig>;

@@ -8,5 +8,7 @@ void runHttpApp({
   schema: notifierConfig,
   listen: (config) => ({ host: config.HOST, port: config.NOTIFIER_PORT }),
   describe: (doc) =>
-    doc.setDescription('POSTs a webhook per OrderPlaced, keyed by its message-id (Idempotency-Key), and records each delivery once.'),
+    doc.setDescription(
+      'Records a webhook delivery per order event (OrderPlaced, OrderCancelled) and POSTs it, signed per Standard Webhooks, retried on a schedule; webhook-id is the message-id.',
+    ),
 });

@@ -9,6 +9,8 @@ export const opsConfig = z.object({
   /** Each consumer's own database: its inbox, dead letters and declared retention live there. */
   FULFILLMENT_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/fulfillment'),
   NOTIFIER_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/notifier'),
+  /** The reference webhook receiver's database (apps/webhook-receiver): only `db:migrate` uses it. */
+  WEBHOOK_RECEIVER_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/webhook_receiver'),
   KAFKA_BROKERS: envFields.kafkaBrokers,
   /** Same value as the relay's: partitions of a topic ops has to (re)create before a replay. */
   KAFKA_TOPIC_PARTITIONS: int(1, 1000).default(6),

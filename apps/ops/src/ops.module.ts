@@ -16,6 +16,9 @@ import { OutboxCleanupCommand } from './outbox/outbox-cleanup.command';
 import { OutboxReplayCommand } from './outbox/outbox-replay.command';
 import { OutboxStatusCommand } from './outbox/outbox-status.command';
 import { ReceiptsSweepCommand } from './receipts/receipts-sweep.command';
+import { WebhooksDeadLetterCommand } from './webhooks/webhooks-dead-letter.command';
+import { WebhooksListCommand } from './webhooks/webhooks-list.command';
+import { WebhooksRetryCommand } from './webhooks/webhooks-retry.command';
 
 @Module({
   imports: [validatedConfig(opsConfig), OrdersDatabaseModule],
@@ -34,6 +37,9 @@ import { ReceiptsSweepCommand } from './receipts/receipts-sweep.command';
     DlqListCommand,
     DlqRedriveCommand,
     AuditCommand,
+    WebhooksListCommand,
+    WebhooksRetryCommand,
+    WebhooksDeadLetterCommand,
   ],
 })
 export class OpsModule {}

@@ -3,3 +3,4 @@ export * from './headers';
 export * from './ids';
 export * from './order-events';
 export * from './topics';
+export * from './webhooks';

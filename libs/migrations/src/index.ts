@@ -8,12 +8,16 @@ import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create
 import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
 import { CreateWebhookDeliveries1764720000200 } from './notifier/1764720000200-create-webhook-deliveries';
+import { WebhookDeliveryQueue1764720000400 } from './notifier/1764720000400-webhook-delivery-queue';
+import { CreateReceivedWebhooks1764720000500 } from './receiver/1764720000500-create-received-webhooks';
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
 export const migrationSets = {
   orders: [CreateOrders1764720000000, CreateApiClientsReceiptsOutbox1764720000001, CreateOutboxReplays1764720000020, IndexOrdersByTime1764720000030],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
-  notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200],
+  notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],
+  /** The reference webhook receiver's own database (apps/webhook-receiver), standing in for a downstream team's. */
+  receiver: [CreateReceivedWebhooks1764720000500],
 } as const;
 
 export type DatabaseName = keyof typeof migrationSets;

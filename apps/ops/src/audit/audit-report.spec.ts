@@ -41,6 +41,28 @@ describe('renderReport', () => {
     );
     expect(text).toMatch(/^Audit \(outbox retention 604800 s, grace 30 s\): all 1 checks passed\./);
   });
+
+  it('shows a check\'s notes under its line, passed or not', () => {
+    const text = renderReport(
+      {
+        ok: true,
+        checks: [
+          {
+            name: 'notifier-events-have-webhook-deliveries',
+            checked: 4,
+            mismatches: 0,
+            examples: [],
+            notes: [{ note: 'webhook deliveries pending, not a mismatch', pending: 2, oldestPendingAge: '5m 3s', oldestPendingSince: null }],
+          },
+        ],
+      },
+      settings,
+    );
+    expect(text.split('\n').slice(2)).toEqual([
+      'ok    notifier-events-have-webhook-deliveries  checked 4, mismatches 0',
+      '      note: webhook deliveries pending, not a mismatch: pending=2 oldestPendingAge=5m 3s',
+    ]);
+  });
 });
 
 describe('renderMismatch', () => {

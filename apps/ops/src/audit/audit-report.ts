@@ -1,6 +1,9 @@
 /** One fact the audit could not confirm: what is wrong, and the ids an operator needs to look it up. */
 export type Mismatch = { problem: string } & Record<string, string | number | null>;
 
+/** A fact worth knowing that is not a mismatch (deliveries still pending), with its numbers. */
+export type Note = { note: string } & Record<string, string | number | null>;
+
 export interface CheckResult {
   name: string;
   checked: number;
@@ -9,6 +12,8 @@ export interface CheckResult {
   examples: Mismatch[];
   /** What a failure of this check usually means and what to do; only on a failed check. */
   hint?: string;
+  /** Shown under the check's line whether it passed or not; only on checks that have something to say. */
+  notes?: Note[];
 }
 
 export interface AuditReport {
@@ -32,10 +37,10 @@ export function renderReport(report: AuditReport, settings: AuditSettings): stri
         ? `${failed.length} of ${report.checks.length} checks found mismatches.`
         : `all ${report.checks.length} checks passed.`),
     '',
-    ...report.checks.map(
-      (check) =>
-        `${check.mismatches ? 'FAIL' : 'ok  '}  ${check.name.padEnd(width)}  checked ${check.checked}, mismatches ${check.mismatches}`,
-    ),
+    ...report.checks.flatMap((check) => [
+      `${check.mismatches ? 'FAIL' : 'ok  '}  ${check.name.padEnd(width)}  checked ${check.checked}, mismatches ${check.mismatches}`,
+      ...(check.notes ?? []).map(({ note, ...fields }) => `      note: ${renderMismatch({ problem: note, ...fields })}`),
+    ]),
   ];
   for (const check of failed) {
     lines.push(

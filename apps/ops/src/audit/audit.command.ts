@@ -9,6 +9,7 @@ import { OrdersDatabase } from '../orders-database.module';
 import { print } from '../output';
 import { AuditReport, AuditSettings, CheckResult, renderReport } from './audit-report';
 import { ConsumerInbox, inboxEntriesHaveOutboxRows, onDatabase, publishedEventsReachedConsumers } from './cross-database-checks';
+import { appliedEventsHaveWebhookDeliveries } from './notifier-checks';
 import { ordersHaveOutboxEvents, outboxEventsHaveOrders, receiptsHaveEffects } from './orders-checks';
 
 interface AuditOptions {
@@ -20,7 +21,7 @@ interface AuditOptions {
 @Command({
   name: 'audit',
   description:
-    'Read-only: check that receipts, orders, outbox rows and consumer inboxes still describe the same committed facts ' +
+    'Read-only: check that receipts, orders, outbox rows, consumer inboxes and webhook deliveries still describe the same committed facts ' +
     '(run it after restoring a backup or switching storage; see docs/audit.md). Exit 1 on any mismatch',
 })
 export class AuditCommand extends CommandRunner {
@@ -40,6 +41,7 @@ export class AuditCommand extends CommandRunner {
     };
     const orders = await this.orders.manager();
     const databases = await this.consumers.all();
+    const notifier = await this.consumers.get('notifier');
     const inboxes: ConsumerInbox[] = [];
     for (const database of databases) {
       inboxes.push({ database, consumers: await onDatabase(database.name, () => declaredRetentions(database.manager)) });
@@ -51,6 +53,7 @@ export class AuditCommand extends CommandRunner {
       await onDatabase('orders', () => outboxEventsHaveOrders(orders, settings.limit)),
       await publishedEventsReachedConsumers(orders, inboxes, { ...settings, json: options.json }),
       await inboxEntriesHaveOutboxRows(orders, databases, { ...settings, json: options.json }),
+      await onDatabase('notifier', () => appliedEventsHaveWebhookDeliveries(notifier.manager, settings.limit)),
     ];
     const report: AuditReport = { ok: checks.every((check) => check.mismatches === 0), checks };
     print(options.json, report, () => renderReport(report, settings));
@@ -73,7 +76,7 @@ export class AuditCommand extends CommandRunner {
     return integerOption('--grace-seconds', value, 0, 86_400);
   }
 
-  @Option({ flags: '--json', description: 'print one line {"ok":bool,"checks":[{"name","checked","mismatches","examples":[...]}]}' })
+  @Option({ flags: '--json', description: 'print one line {"ok":bool,"checks":[{"name","checked","mismatches","examples":[...],"hint"?,"notes"?:[...]}]}' })
   parseJson(): boolean {
     return true;
   }

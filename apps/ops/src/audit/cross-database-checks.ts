@@ -17,7 +17,7 @@ const CHUNK = 5_000;
  * Both windows end this far inside a retention: rows near its edge may be deleted by a sweep while
  * the audit reads them, and two database servers' clocks may disagree by a little.
  */
-const EDGE_SECONDS = 60;
+export const EDGE_SECONDS = 60;
 
 export interface CrossDatabaseOptions {
   limit: number;

@@ -7,11 +7,11 @@ import { CheckResult, Mismatch } from './audit-report';
 const UUID = `'${UUID_PATTERN.source}'`;
 
 /**
- * A check inside the orders database. `judged` selects every row the check covers, with a `problem`
+ * A check inside one database. `judged` selects every row the check covers, with a `problem`
  * column that is NULL when the row is fine and an `at` column to order examples by; it is counted in
  * one pass and read again only for the first `limit` mismatches.
  */
-async function judge(
+export async function judge(
   manager: EntityManager,
   name: string,
   judged: string,

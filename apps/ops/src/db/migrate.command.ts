@@ -8,6 +8,7 @@ const urls: Record<DatabaseName, keyof OpsConfig> = {
   orders: 'ORDERS_DATABASE_URL',
   fulfillment: 'FULFILLMENT_DATABASE_URL',
   notifier: 'NOTIFIER_DATABASE_URL',
+  receiver: 'WEBHOOK_RECEIVER_DATABASE_URL',
 };
 
 interface MigrateOptions {
@@ -15,7 +16,7 @@ interface MigrateOptions {
   json?: boolean;
 }
 
-@Command({ name: 'db:migrate', description: 'Apply pending migrations to the orders, fulfillment and notifier databases' })
+@Command({ name: 'db:migrate', description: 'Apply pending migrations to the orders, fulfillment, notifier and webhook receiver databases' })
 export class MigrateCommand extends CommandRunner {
   constructor(private readonly config: ConfigService<OpsConfig, true>) {
     super();
@@ -43,7 +44,7 @@ export class MigrateCommand extends CommandRunner {
 
   @Option({
     flags: '-d, --database <name>',
-    description: 'orders, fulfillment, notifier or all',
+    description: 'orders, fulfillment, notifier, receiver or all',
     defaultValue: 'all',
   })
   parseDatabase(value: string): string {

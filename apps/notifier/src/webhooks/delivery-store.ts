@@ -1,0 +1,95 @@
+import { EntityManager } from 'typeorm';
+import { queryRows } from '@app/platform';
+
+/** A pending delivery a dispatcher holds (leased) while it POSTs it. */
+export interface ClaimedDelivery {
+  messageId: string;
+  orderId: string;
+  eventType: string;
+  url: string;
+  payload: string;
+  /** POSTs made before this one. */
+  attempts: number;
+}
+
+/** What one POST came to: the row's next state, and when a pending one is due again. */
+export interface Settlement {
+  messageId: string;
+  state: 'pending' | 'delivered' | 'dead';
+  statusCode: number | null;
+  /** For `pending`: the wait before the next attempt. */
+  retryInMs: number | null;
+  error: string | null;
+}
+
+/**
+ * Leases up to `limit` due deliveries for `leaseMs`. Per-order order: a delivery is taken only when no
+ * earlier delivery of its order is still pending (in flight, waiting for a retry or not yet due), so
+ * one order's webhooks reach the receiver in the order of its events. SKIP LOCKED and the lease let
+ * several dispatchers (notifier instances) share the table without taking the same row.
+ */
+export async function claimDue(manager: EntityManager, leaseId: string, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
+  const { rows } = await queryRows<ClaimedDelivery>(
+    manager,
+    /* sql */ `
+    UPDATE webhook_deliveries d
+    SET lease_id = $1, leased_until = now() + make_interval(secs => $2::float8 / 1000)
+    WHERE d.message_id IN (
+      SELECT h.message_id FROM webhook_deliveries h
+      WHERE h.state = 'pending' AND h.next_attempt_at <= now() AND (h.leased_until IS NULL OR h.leased_until < now())
+        AND NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries e
+          WHERE e.state = 'pending' AND e.order_id = h.order_id AND e.sequence < h.sequence)
+      ORDER BY h.next_attempt_at
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED)
+    RETURNING d.message_id AS "messageId", d.order_id AS "orderId", d.event_type AS "eventType", d.url, d.payload, d.attempts`,
+    [leaseId, leaseMs, limit],
+  );
+  return rows;
+}
+
+/**
+ * Records what the POSTs came to, in one statement. Only rows still under this dispatcher's lease
+ * change: if the lease ran out and another dispatcher took a row, its record wins (the receiver got
+ * the webhook twice, with one webhook-id, and keeps one). Returns how many rows changed.
+ */
+export async function settle(manager: EntityManager, leaseId: string, settlements: Settlement[]): Promise<number> {
+  const column = <K extends keyof Settlement>(key: K) => settlements.map((s) => s[key]);
+  const { affected } = await queryRows(
+    manager,
+    /* sql */ `
+    UPDATE webhook_deliveries d SET
+      attempts = d.attempts + 1,
+      state = r.state,
+      status_code = r.status_code,
+      last_error = r.error,
+      next_attempt_at = CASE WHEN r.state = 'pending' THEN now() + make_interval(secs => r.retry_in_ms / 1000) ELSE d.next_attempt_at END,
+      delivered_at = CASE WHEN r.state = 'delivered' THEN now() END,
+      dead_at = CASE WHEN r.state = 'dead' THEN now() END,
+      lease_id = NULL,
+      leased_until = NULL
+    FROM unnest($2::uuid[], $3::text[], $4::int[], $5::float8[], $6::text[]) AS r(message_id, state, status_code, retry_in_ms, error)
+    WHERE d.message_id = r.message_id AND d.lease_id = $1 AND d.state = 'pending'`,
+    [leaseId, column('messageId'), column('state'), column('statusCode'), column('retryInMs'), column('error')],
+  );
+  return affected;
+}
+
+/** Deletes delivered rows older than `retentionSeconds`, a bounded batch at a time; returns how many. */
+export async function sweepDelivered(manager: EntityManager, retentionSeconds: number, batch = 5_000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const { affected } = await queryRows(
+      manager,
+      /* sql */ `
+      DELETE FROM webhook_deliveries WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM webhook_deliveries
+        WHERE state = 'delivered' AND delivered_at < now() - make_interval(secs => $1)
+        LIMIT $2))`,
+      [retentionSeconds, batch],
+    );
+    total += affected;
+    if (affected < batch) return total;
+  }
+}
