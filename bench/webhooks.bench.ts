@@ -2,10 +2,11 @@
  * `npm run bench -- webhooks`: how fast the notifier delivers webhooks, as a ratio to a bare loop doing
  * the same POSTs in the same run, and how it keeps up with a sustained order rate.
  *
- * 1. baseline: a bare `fetch` loop (same concurrency, each POST signed like the dispatcher signs it) to a
- *    bare receiver that answers 204 — what this machine and Node's HTTP client do without any database.
+ * 1. baseline: a bare `fetch` loop (same concurrency, each POST signed like the dispatcher signs it) to
+ *    a bare receiver that answers 200 (test/support/webhook-receiver.ts): what this machine and Node's
+ *    HTTP client do without any database.
  * 2. the dispatcher draining N pending deliveries (seeded in one transaction; a fifth of the orders
- *    with a second event, whose order is checked at the receiver) to the bare 204 receiver, then to the
+ *    with a second event, whose order is checked at the receiver) to the bare receiver, then to the
  *    reference receiver (apps/webhook-receiver: verifies, dedupes in its table, answers 204).
  * 3. sustained: order events produced to Kafka at R/s for S seconds; the notifier consumes, records and
  *    delivers to the reference receiver. Latency from the event's production to the receiver's commit,
@@ -14,8 +15,6 @@
  */
 import { benchNotifierUrl, benchReceiverUrl } from './bench-env'; // first: it points test/support at the bench databases
 import { randomUUID } from 'node:crypto';
-import { createServer, Server } from 'node:http';
-import { AddressInfo } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Producer } from 'kafkajs';
@@ -25,6 +24,7 @@ import { DEVELOPMENT_WEBHOOK_SECRET, OrderEventTypes, Topics, WebhookHeaders } f
 import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
 import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka } from '../test/support/kafka';
+import { WebhookReceiver } from '../test/support/webhook-receiver';
 import { benchDatabaseName, recreateBenchDatabase } from './bench-database';
 import { percentile } from './load';
 
@@ -70,33 +70,6 @@ function parseOptions(argv: string[]): Options | { error: string } | { help: tru
   }
 }
 
-/** A receiver with no work at all: answers 204 and remembers what arrived, in order. */
-class BareReceiver {
-  readonly arrivals: { id: string; orderId: string; type: string }[] = [];
-  private server?: Server;
-  url = '';
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const body = JSON.parse(Buffer.concat(chunks).toString());
-        this.arrivals.push({ id: String(req.headers[WebhookHeaders.id]), orderId: body.data?.orderId, type: body.type });
-        res.writeHead(204).end();
-      });
-    });
-    this.server.keepAliveTimeout = 60_000;
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/webhooks/orders`;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise((resolve) => this.server?.close(resolve));
-  }
-}
-
 interface Throughput {
   name: string;
   deliveries: number;
@@ -128,7 +101,7 @@ async function bareLoop(url: string, n: number): Promise<{ seconds: number }> {
           body,
         });
         await response.arrayBuffer();
-        if (response.status !== 204) throw new Error(`bare receiver answered ${response.status}`);
+        if (response.status !== 200) throw new Error(`bare receiver answered ${response.status}`);
       }
     }),
   );
@@ -226,7 +199,7 @@ async function main(): Promise<number> {
   buildForTests();
 
   const problems: string[] = [];
-  const bare = new BareReceiver();
+  const bare = new WebhookReceiver(); // a receiver with no work at all: records what arrived, answers 200
   const notifierPool = new Pool({ connectionString: benchNotifierUrl, max: 2 });
   const receiverPool = new Pool({ connectionString: benchReceiverUrl, max: 2 });
   const kafka = testKafka('bench-webhooks');
@@ -255,19 +228,24 @@ async function main(): Promise<number> {
     await bareLoop(bare.url, Math.min(1_000, options.deliveries));
     let notifier = await startNotifier(bare.url);
     await drainSeeded(notifierPool, bare.url, Math.min(1_000, options.deliveries), []);
-    bare.arrivals.length = 0;
+    bare.requests.length = 0;
 
     progress(`baseline: ${options.deliveries} signed POSTs from a bare fetch loop`);
     const baseline = await bareLoop(bare.url, options.deliveries);
-    bare.arrivals.length = 0;
+    bare.requests.length = 0;
     const results: Throughput[] = [
-      { name: 'bare fetch loop -> bare 204 receiver (baseline)', deliveries: options.deliveries, seconds: baseline.seconds, perSecond: options.deliveries / baseline.seconds, vsBaseline: 1 },
+      { name: 'bare fetch loop -> bare receiver (baseline)', deliveries: options.deliveries, seconds: baseline.seconds, perSecond: options.deliveries / baseline.seconds, vsBaseline: 1 },
     ];
 
-    progress(`dispatcher: ${options.deliveries} deliveries to the bare 204 receiver`);
+    progress(`dispatcher: ${options.deliveries} deliveries to the bare receiver`);
     const toBare = await drainSeeded(notifierPool, bare.url, options.deliveries, problems);
-    checkArrivals(bare.arrivals, toBare.orders, 'bare receiver', problems);
-    results.push({ name: 'notifier dispatcher -> bare 204 receiver', deliveries: options.deliveries, seconds: toBare.seconds, perSecond: options.deliveries / toBare.seconds, vsBaseline: 0 });
+    checkArrivals(
+      bare.requests.map((r) => ({ id: String(r.headers['webhook-id']), orderId: r.body.data.orderId })),
+      toBare.orders,
+      'bare receiver',
+      problems,
+    );
+    results.push({ name: 'notifier dispatcher -> bare receiver', deliveries: options.deliveries, seconds: toBare.seconds, perSecond: options.deliveries / toBare.seconds, vsBaseline: 0 });
 
     await notifier.stop();
     notifier = await startNotifier(receiverUrl);

@@ -14,7 +14,8 @@ import { mulberry32 } from './workload/driver';
  * test:faults`) while orders keep coming. It must delay only its own deliveries: the notifier keeps
  * consuming (every event recorded within seconds, offsets committed: no lag piles up on Kafka), and
  * once the receiver is back every webhook arrives, exactly one 2xx per webhook-id, each order's
- * webhooks in the order of its events, each one signed.
+ * webhooks in the order of its events, each one signed. Two notifier instances share the work (the
+ * topic's partitions and the delivery table), as a scaled-out deployment does.
  */
 const OUTAGE_MS = LONG_RUN ? 60_000 : 20_000;
 const ORDERS = LONG_RUN ? 1_000 : 300;
@@ -26,7 +27,7 @@ describe('a receiver that is down for a while delays only its own deliveries', (
   const secret = `whsec_${randomBytes(32).toString('base64')}`;
   const seed = Number(process.env.SEED ?? Date.now() % 1_000_000);
   let producer: Producer;
-  let app: RunningApp;
+  let apps: RunningApp[] = [];
 
   beforeAll(async () => {
     await ensureServiceTopics(kafka);
@@ -34,18 +35,19 @@ describe('a receiver that is down for a while delays only its own deliveries', (
     await receiver.start();
     producer = kafka.producer({ idempotent: true });
     await producer.connect();
-    app = await startApp('notifier', {
+    const env = {
       WEBHOOK_URL: receiver.url,
       WEBHOOK_SECRET: secret,
       WEBHOOK_TIMEOUT_MS: '1000',
       // Waits that outlast the outage: up to ~2.5 minutes of retries before a delivery would be dead.
       WEBHOOK_RETRY_SCHEDULE: '1s,2s,4s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s,8s',
       KAFKA_SESSION_TIMEOUT_MS: '6000',
-    });
+    };
+    apps = await Promise.all([startApp('notifier', env), startApp('notifier', env)]);
   }, 90_000);
 
   afterAll(async () => {
-    await app?.stop();
+    await Promise.all(apps.map((app) => app.stop()));
     await producer?.disconnect();
     await receiver.stop();
     await db.close();
