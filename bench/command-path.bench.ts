@@ -5,16 +5,20 @@
  * recreates that database first, and checks every reply: exit 0 all as expected, 1 otherwise, 2 bad usage.
  */
 import { benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
-import { cpus, loadavg, totalmem } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
 import { OrdersDb } from '../test/support/orders-db';
 import { testEnv } from '../test/support/test-env';
+import { BareDriverCreate } from './bare-driver';
+import { flameGraph } from './flame-graph';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { closedLoop, KeepAliveClient } from './load';
 import { BenchOptions, parseOptions, usage } from './options';
 import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
-import { commandPathScenarios, Expectations, RACE_BURST } from './scenarios';
+import { commandPathScenarios, Expectations, RACE_BURST, Scenario } from './scenarios';
 
 const POOL_SIZE = '10';
 const LOG_LEVEL = 'warn';
@@ -29,18 +33,36 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
   const server = await describeServer(benchOrdersUrl);
   const db = new OrdersDb();
   let api: RunningApp | undefined;
+  let bare: BareDriverCreate | undefined;
+  const profileDir = options.profile ? mkdtempSync(join(tmpdir(), 'bench-profile-')) : undefined;
   try {
-    api = await startApp('command-api', {
-      NODE_ENV: 'production',
-      LOG_LEVEL,
-      ORDERS_DATABASE_URL: benchOrdersUrl,
-      READINESS_REQUIRES_KAFKA: 'false',
-      DATABASE_POOL_SIZE: POOL_SIZE,
-    });
+    api = await startApp(
+      'command-api',
+      {
+        NODE_ENV: 'production',
+        LOG_LEVEL,
+        ORDERS_DATABASE_URL: benchOrdersUrl,
+        READINESS_REQUIRES_KAFKA: 'false',
+        DATABASE_POOL_SIZE: POOL_SIZE,
+      },
+      { nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] },
+    );
     const { tenantId, apiKey } = await db.tenant();
     const check = new Expectations();
     const orderId = await seedOrder(api.url, apiKey);
-    const scenarios = commandPathScenarios(apiKey, orderId, options.concurrency, check);
+    bare = new BareDriverCreate(benchOrdersUrl, Number(POOL_SIZE), apiKey);
+    const ceiling: Scenario = {
+      name: 'bare pg driver',
+      measures: 'the ceiling: the key lookup and the same transaction as a first execution, through the bare pg driver (no HTTP, no framework)',
+      workers: options.concurrency,
+      connections: 1,
+      ordersPerUnit: 1,
+      units: (requests) => requests,
+      unit: async (_client, phase, index) => [await bare!.create(`${phase}-bare-${index}`)],
+    };
+    const all = [ceiling, ...commandPathScenarios(apiKey, orderId, options.concurrency, check)];
+    // A profile covers the whole process: with --profile only first executions run, so it shows the command path.
+    const scenarios = profileDir ? all.filter((s) => s.name === 'bare pg driver' || s.name === 'first execution') : all;
 
     const results: Omit<ScenarioResult, 'perSecondVsBaseline' | 'p99VsBaseline'>[] = [];
     let orders = 1;
@@ -51,12 +73,15 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       for (const scenario of scenarios) {
         const client = new KeepAliveClient(api.url, scenario.connections);
         try {
+          const cpuBefore = processCpuMs(api.process.pid!);
           const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) =>
             scenario.unit(client, phase, i),
           );
+          // The API process's CPU per request (0 for the bare driver, which runs in this process).
+          const apiCpuMsPerRequest = (processCpuMs(api.process.pid!) - cpuBefore) / measured.requests;
           const { name, measures, connections, ordersPerUnit } = scenario;
           if (phase === 'measured')
-            results.push({ name, measures, connections, ...measured, unexpected: check.unexpected.get(name) ?? 0 });
+            results.push({ name, measures, connections, ...measured, apiCpuMsPerRequest, unexpected: check.unexpected.get(name) ?? 0 });
           orders += ordersPerUnit * scenario.units(requests);
         } finally {
           client.close();
@@ -103,8 +128,28 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       problems,
     };
   } finally {
+    await bare?.close();
     await api?.stop();
     await db.close();
+    if (profileDir && options.profile) {
+      const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'));
+      if (file) {
+        const title = `command-api, POST /v1/orders with fresh keys (${options.requests} measured + ${options.warmup} warm-up, concurrency ${options.concurrency})`;
+        writeFileSync(options.profile, flameGraph(JSON.parse(readFileSync(join(profileDir, file), 'utf8')), title));
+        progress(`flame graph written to ${options.profile}`);
+      } else progress('the API wrote no CPU profile (did it exit by a signal?)');
+      if (process.env.BENCH_KEEP_PROFILE) progress(`profile kept in ${profileDir}`); else rmSync(profileDir, { recursive: true, force: true });
+    }
+  }
+}
+
+/** User plus system CPU a process has used so far, in ms (/proc/<pid>/stat; clock ticks of 10 ms). */
+function processCpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return NaN; // not Linux: reported as n/a
   }
 }
 

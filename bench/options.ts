@@ -5,10 +5,12 @@ export interface BenchOptions {
   warmup: number;
   concurrency: number;
   json: boolean;
+  /** Profile the API (`node --cpu-prof`) during first executions only, and write a flame graph SVG here. */
+  profile?: string;
 }
 
 export const usage =
-  'usage: npm run bench -- [--requests N (8-1000000, default 4000)] [--concurrency N (1-256, default 16)] [--json]';
+  'usage: npm run bench -- commands [--requests N (8-1000000, default 4000)] [--concurrency N (1-256, default 16)] [--json] [--profile <out.svg>]';
 
 /** The command line, or a one-line reason it is not usable. */
 export function parseOptions(argv: string[]): BenchOptions | { help: true } | { error: string } {
@@ -22,6 +24,7 @@ export function parseOptions(argv: string[]): BenchOptions | { help: true } | { 
         requests: { type: 'string' },
         concurrency: { type: 'string' },
         json: { type: 'boolean', default: false },
+        profile: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }));
@@ -33,7 +36,8 @@ export function parseOptions(argv: string[]): BenchOptions | { help: true } | { 
   if (typeof requests === 'string') return { error: requests };
   const concurrency = integer('--concurrency', values.concurrency, 16, 1, 256);
   if (typeof concurrency === 'string') return { error: concurrency };
-  return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, json: values.json };
+  if (values.profile !== undefined && !values.profile.endsWith('.svg')) return { error: `--profile must name an .svg file, got "${values.profile}"` };
+  return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, json: values.json, profile: values.profile };
 }
 
 function integer(flag: string, text: string | undefined, fallback: number, min: number, max: number): number | string {

@@ -5,7 +5,9 @@ export interface ScenarioResult extends Measured {
   measures: string;
   connections: number;
   unexpected: number;
-  /** Throughput and p99 divided by the baseline's, measured in the same run. */
+  /** CPU the API process used per request during the scenario, in ms. */
+  apiCpuMsPerRequest: number;
+  /** Throughput and p99 divided by the first scenario's (the bare-driver ceiling), measured in the same run. */
   perSecondVsBaseline: number;
   p99VsBaseline: number;
 }
@@ -46,8 +48,9 @@ export function printTable(report: BenchReport): string {
     'req/s',
     'p50 ms',
     'p99 ms',
-    'req/s vs base',
-    'p99 vs base',
+    'req/s vs bare',
+    'p99 vs bare',
+    'API CPU ms/req',
     'unexpected',
   ];
   const rows = report.scenarios.map((s) => [
@@ -59,6 +62,7 @@ export function printTable(report: BenchReport): string {
     s.p99Ms.toFixed(1),
     `${s.perSecondVsBaseline.toFixed(2)}x`,
     `${s.p99VsBaseline.toFixed(2)}x`,
+    Number.isFinite(s.apiCpuMsPerRequest) && s.apiCpuMsPerRequest > 0 ? s.apiCpuMsPerRequest.toFixed(2) : '-',
     String(s.unexpected),
   ]);
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i].length)));

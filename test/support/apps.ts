@@ -30,9 +30,9 @@ export interface RunningApp {
 }
 
 /** Runs an app's real entry point from source as its own process, on a free port, and waits until it is live. */
-export async function startApp(app: AppName, env: Record<string, string> = {}): Promise<RunningApp> {
+export async function startApp(app: AppName, env: Record<string, string> = {}, { nodeArgs = [] as string[] } = {}): Promise<RunningApp> {
   const port = await freePort();
-  const child = spawn(process.execPath, entryArgs(`apps/${app}/src/main.ts`), {
+  const child = spawn(process.execPath, [...nodeArgs, ...entryArgs(`apps/${app}/src/main.ts`)], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: 'info', ...env, [portVariable[app]]: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],

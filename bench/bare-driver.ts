@@ -1,0 +1,79 @@
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'pg';
+import { hashApiKey } from '@app/api-clients';
+import { Operations, Topics } from '@app/contracts';
+import { fingerprint } from '@app/idempotency';
+import { keyHash } from '@app/outbox';
+import { Reply } from './load';
+
+/**
+ * The ceiling for `POST /v1/orders`: the same work through the bare `pg` driver, no HTTP, no framework.
+ * The API key's lookup, then one transaction with the statements the command path runs (claim the
+ * receipt, insert the order, insert its outbox row with NOTIFY, complete the receipt), each answered
+ * before the next is sent, on a pool as large as the API's.
+ */
+export class BareDriverCreate {
+  private readonly pool: Pool;
+
+  constructor(
+    url: string,
+    poolSize: number,
+    private readonly apiKey: string,
+  ) {
+    this.pool = new Pool({ connectionString: url, max: poolSize, application_name: 'bench-bare-driver' });
+  }
+
+  async create(key: string): Promise<Reply> {
+    const started = process.hrtime.bigint();
+    const { rows: clients } = await this.pool.query<{ tenant_id: string; allowed_operations: string[] }>(
+      'SELECT id, tenant_id, allowed_operations FROM api_clients WHERE key_sha256 = $1 AND revoked_at IS NULL',
+      [hashApiKey(this.apiKey)],
+    );
+    const tenantId = clients[0].tenant_id;
+    const fields = { sku: 'BENCH-1', quantity: 1, customerRef: null };
+    const print = fingerprint(fields);
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const claimed = await client.query(
+        `INSERT INTO idempotency_receipts (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
+         VALUES ($1, $2, $3, $4, $5, 'local', now() + make_interval(secs => 86400))
+         ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING RETURNING expires_at`,
+        [tenantId, Operations.createOrder, key, print.value, print.version],
+      );
+      if (claimed.rowCount !== 1) throw new Error(`bare driver: key ${key} was already claimed`);
+      const { rows: orders } = await client.query(
+        `INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status) VALUES ($1, $2, $3, $4, $5, 'placed')
+         ON CONFLICT (tenant_id, customer_ref) WHERE customer_ref IS NOT NULL DO NOTHING
+         RETURNING id, sku, quantity, customer_ref, status, created_at, cancelled_at, cancel_reason`,
+        [randomUUID(), tenantId, fields.sku, fields.quantity, null],
+      );
+      const order = orders[0];
+      const payload = { orderId: order.id, tenantId, sku: order.sku, quantity: order.quantity, customerRef: null, placedAt: order.created_at.toISOString() };
+      await client.query(
+        `WITH enqueued AS (
+           INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
+           VALUES ($1, $2, $3, $4, 'OrderPlaced', 1, $5, $6, '{}') RETURNING id)
+         SELECT pg_notify('outbox_messages', '') FROM enqueued`,
+        [randomUUID(), Topics.orderEvents, order.id, keyHash(order.id), tenantId, JSON.stringify(payload)],
+      );
+      await client.query(
+        `UPDATE idempotency_receipts SET response_status = 201, response_headers = $4, response_body = $5,
+           effect_type = 'order', effect_id = $6, completed_at = now()
+         WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+        [tenantId, Operations.createOrder, key, JSON.stringify({ Location: `/v1/orders/${order.id}` }), JSON.stringify(order), order.id],
+      );
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+    return { status: 201, headers: {}, body: '', ms: Number(process.hrtime.bigint() - started) / 1e6 };
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+}
