@@ -3,6 +3,7 @@ import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ApiClient } from '@app/api-clients';
 import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
+import { AuthModule } from './auth/auth.module';
 import { CommandApiConfig, commandApiConfig } from './config';
 import { Order } from './orders/order.entity';
 import { OrdersModule } from './orders/orders.module';
@@ -30,6 +31,7 @@ import { ReceiptsModule } from './receipts/receipts.module';
       database: 'orders',
       kafka: (config) => config.getOrThrow<boolean>('READINESS_REQUIRES_KAFKA'),
     }),
+    AuthModule,
     OrdersModule,
     ReceiptsModule,
   ],

@@ -27,6 +27,11 @@ export const commandApiConfig = z
     /** 0 turns the in-process sweeper off (use `npm run ops -- receipts:sweep` from a scheduler instead). */
     RECEIPT_SWEEP_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(DAY).default(60),
     RECEIPT_SWEEP_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    /**
+     * How long an authenticated client may be served from memory (0: never). A revocation empties the
+     * cache at once through NOTIFY; this bounds an entry's age on top of that.
+     */
+    API_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
     /** Test-only: honours `X-Fault-Injection: after-effect-before-receipt`. Refused in production. */
     FAULT_INJECTION: envFields.flag(false),
   })

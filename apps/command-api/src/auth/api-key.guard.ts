@@ -1,20 +1,18 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { Request } from 'express';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource } from 'typeorm';
-import { ApiClient, bearerKey, findActiveClient } from '@app/api-clients';
+import { bearerKey } from '@app/api-clients';
 import { Operation } from '@app/contracts';
-import { retryOnLostSession } from '@app/platform';
 import { problemException } from '../http/problem-catalog';
+import { ApiClientCache, AuthenticatedClient } from './api-client-cache';
 
 const OPERATION = Symbol('operation');
 
 /** Declares the operation a route performs; the guard refuses clients not allowed to perform it. */
 export const RequiresOperation = (operation: Operation) => SetMetadata(OPERATION, operation);
 
-export type AuthenticatedRequest = Request & { client: ApiClient };
+export type AuthenticatedRequest = Request & { client: AuthenticatedClient };
 
 /**
  * Authenticates `Authorization: Bearer <key>` and authorises the route's operation before anything
@@ -24,7 +22,7 @@ export type AuthenticatedRequest = Request & { client: ApiClient };
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly clients: ApiClientCache,
     private readonly reflector: Reflector,
     private readonly logger: PinoLogger,
   ) {}
@@ -35,7 +33,7 @@ export class ApiKeyGuard implements CanActivate {
     // Before authentication, so that refused requests are logged with what they tried.
     if (operation) this.logger.assign({ operation });
     const key = bearerKey(request.headers.authorization);
-    const client = key ? await retryOnLostSession(() => findActiveClient(this.dataSource.manager, key)) : null;
+    const client = key ? await this.clients.find(key) : null;
     if (!client) {
       throw problemException('AUTH.UNAUTHENTICATED', 'Send a valid, unrevoked API key as Authorization: Bearer <key>.');
     }
@@ -46,7 +44,7 @@ export class ApiKeyGuard implements CanActivate {
   }
 }
 
-export function authorise(client: ApiClient, operation: Operation): void {
+export function authorise(client: AuthenticatedClient, operation: Operation): void {
   if (!client.allowedOperations.includes(operation)) {
     throw problemException('AUTH.FORBIDDEN', `This client may not perform ${operation}.`);
   }

@@ -1,8 +1,8 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
-import type { ApiClient } from '@app/api-clients';
+import type { AuthenticatedClient } from './api-client-cache';
 import type { AuthenticatedRequest } from './api-key.guard';
 
 /** The client the ApiKeyGuard authenticated. */
 export const CurrentClient = createParamDecorator(
-  (_: unknown, context: ExecutionContext): ApiClient => context.switchToHttp().getRequest<AuthenticatedRequest>().client,
+  (_: unknown, context: ExecutionContext): AuthenticatedClient => context.switchToHttp().getRequest<AuthenticatedRequest>().client,
 );

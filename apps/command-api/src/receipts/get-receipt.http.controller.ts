@@ -3,11 +3,11 @@ import { ApiOkResponse, ApiOperation, ApiParam, ApiResponse, ApiTags } from '@ne
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
-import { ApiClient } from '@app/api-clients';
 import { idempotentOperations, Operation } from '@app/contracts';
 import { findReceipt, isValidIdempotencyKey } from '@app/idempotency';
 import { retryOnLostSession } from '@app/platform';
 import { ApiKeyGuard, authorise } from '../auth/api-key.guard';
+import type { AuthenticatedClient } from '../auth/api-client-cache';
 import { CurrentClient } from '../auth/current-client.decorator';
 import { ApiAuthenticatedResponses, ProblemDoc } from '../http/api-docs';
 import { problemException } from '../http/problem-catalog';
@@ -38,7 +38,7 @@ export class GetReceiptHttpController {
   @ApiResponse({ status: 400, type: ProblemDoc, description: 'Unknown operation or malformed key.' })
   @ApiAuthenticatedResponses()
   async get(
-    @CurrentClient() client: ApiClient,
+    @CurrentClient() client: AuthenticatedClient,
     @Param('operation') operation: string,
     @Param('key') key: string,
   ): Promise<ReceiptResponse> {

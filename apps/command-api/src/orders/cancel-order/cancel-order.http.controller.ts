@@ -3,9 +3,9 @@ import { ConfigService } from '@nestjs/config';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { PinoLogger } from 'nestjs-pino';
-import { ApiClient } from '@app/api-clients';
 import { Operations } from '@app/contracts';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
+import type { AuthenticatedClient } from '../../auth/api-client-cache';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { CommandApiConfig } from '../../config';
 import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from '../../http/api-docs';
@@ -56,7 +56,7 @@ export class CancelOrderHttpController {
   })
   @ApiCommandResponses()
   cancel(
-    @CurrentClient() client: ApiClient,
+    @CurrentClient() client: AuthenticatedClient,
     @IdempotencyKey() key: string,
     @Param('id', orderIdPipe) orderId: string,
     @Body(strictValidation) body: CancelOrderRequest,

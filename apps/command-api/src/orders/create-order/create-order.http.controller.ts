@@ -3,9 +3,9 @@ import { ConfigService } from '@nestjs/config';
 import { ApiCreatedResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { PinoLogger } from 'nestjs-pino';
-import { ApiClient } from '@app/api-clients';
 import { Operations } from '@app/contracts';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
+import type { AuthenticatedClient } from '../../auth/api-client-cache';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { CommandApiConfig } from '../../config';
 import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from '../../http/api-docs';
@@ -51,7 +51,7 @@ export class CreateOrderHttpController {
   })
   @ApiCommandResponses()
   create(
-    @CurrentClient() client: ApiClient,
+    @CurrentClient() client: AuthenticatedClient,
     @IdempotencyKey() key: string,
     @Body(strictValidation) body: CreateOrderRequest,
     @Req() req: Request,

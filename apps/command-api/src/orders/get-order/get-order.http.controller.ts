@@ -2,10 +2,10 @@ import { Controller, Get, Param, UseGuards } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { ApiClient } from '@app/api-clients';
 import { Operations } from '@app/contracts';
 import { queryRows, retryOnLostSession } from '@app/platform';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
+import type { AuthenticatedClient } from '../../auth/api-client-cache';
 import { CurrentClient } from '../../auth/current-client.decorator';
 import { ApiAuthenticatedResponses, ProblemDoc } from '../../http/api-docs';
 import { ApiOrderIdParam, orderIdPipe } from '../../http/order-id.pipe';
@@ -26,7 +26,7 @@ export class GetOrderHttpController {
   @ApiResponse({ status: 400, type: ProblemDoc, description: 'The id is not a UUID.' })
   @ApiResponse({ status: 404, type: ProblemDoc, description: "Unknown order, or another tenant's." })
   @ApiAuthenticatedResponses()
-  async get(@CurrentClient() client: ApiClient, @Param('id', orderIdPipe) id: string): Promise<OrderResponse> {
+  async get(@CurrentClient() client: AuthenticatedClient, @Param('id', orderIdPipe) id: string): Promise<OrderResponse> {
     const { rows } = await retryOnLostSession(() =>
       queryRows<OrderRow>(this.dataSource.manager, /* sql */ `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2`, [
         id,
