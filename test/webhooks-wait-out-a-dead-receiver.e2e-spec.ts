@@ -10,15 +10,15 @@ import { WebhookReceiver } from './support/webhook-receiver';
 import { mulberry32 } from './workload/driver';
 
 /**
- * A receiver that answers 503 to everything for a while (20 s here, a minute under `npm run
+ * A receiver that answers 503 to everything for a while (12 s here, a minute under `npm run
  * test:faults`) while orders keep coming. It must delay only its own deliveries: the notifier keeps
  * consuming (every event recorded within seconds, offsets committed: no lag piles up on Kafka), and
  * once the receiver is back every webhook arrives, exactly one 2xx per webhook-id, each order's
  * webhooks in the order of its events, each one signed. Two notifier instances share the work (the
  * topic's partitions and the delivery table), as a scaled-out deployment does.
  */
-const OUTAGE_MS = LONG_RUN ? 60_000 : 20_000;
-const ORDERS = LONG_RUN ? 1_000 : 300;
+const OUTAGE_MS = LONG_RUN ? 60_000 : 12_000;
+const ORDERS = LONG_RUN ? 1_000 : 200;
 
 describe('a receiver that is down for a while delays only its own deliveries', () => {
   const kafka = testKafka('webhook-outage');
