@@ -4,3 +4,5 @@ export * from './ids';
 export * from './order-events';
 export * from './topics';
 export * from './webhooks';
+export * from './order-event-schemas';
+export * from './text';

@@ -1,3 +1,5 @@
+import { isAcceptableText } from '@app/contracts';
+
 /**
  * What every JSON body must be before any field rule looks at it — checked once, for every field,
  * known or unknown, and every field name. Documented in docs/idempotency.md and the OpenAPI document.
@@ -6,10 +8,7 @@
 /** Deeper bodies are refused before they are parsed: nothing downstream recurses over hostile depth. */
 export const MAX_JSON_DEPTH = 32;
 
-export const TEXT_RULE = 'strings must be valid Unicode text (no unpaired surrogate) without NUL characters';
-
-/** A NUL (PostgreSQL text cannot hold it) or a UTF-16 surrogate without its partner (not Unicode text). */
-const UNACCEPTABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+export { TEXT_RULE } from '@app/contracts';
 
 /** True when the raw JSON nests arrays and objects deeper than `max` (brackets inside strings do not count). */
 export function nestsDeeperThan(json: Buffer, max: number): boolean {
@@ -33,7 +32,7 @@ export function nestsDeeperThan(json: Buffer, max: number): boolean {
 
 /** The path of the first field name or string value that breaks TEXT_RULE (`customerRef`, `x[2].y`), or undefined. */
 export function firstUnacceptableText(value: unknown, path = ''): string | undefined {
-  if (typeof value === 'string') return UNACCEPTABLE_TEXT.test(value) ? path || '(body)' : undefined;
+  if (typeof value === 'string') return isAcceptableText(value) ? undefined : path || '(body)';
   if (typeof value !== 'object' || value === null) return undefined;
   if (Array.isArray(value)) {
     for (const [i, item] of value.entries()) {
@@ -44,7 +43,7 @@ export function firstUnacceptableText(value: unknown, path = ''): string | undef
   }
   for (const [key, item] of Object.entries(value)) {
     const here = path ? `${path}.${key}` : key;
-    if (UNACCEPTABLE_TEXT.test(key)) return here;
+    if (!isAcceptableText(key)) return here;
     const found = firstUnacceptableText(item, here);
     if (found) return found;
   }

@@ -1,29 +1,12 @@
 import { EntityManager } from 'typeorm';
-import { z } from 'zod';
-import { canonicalUuid, Headers, ORDER_EVENT_VERSION, OrderEventType, OrderEventTypes, WebhookTypes } from '@app/contracts';
+import { Headers, ORDER_EVENT_VERSION, orderEventSchemas, OrderEventType, WebhookTypes } from '@app/contracts';
 import { HandlerOutcome, InboxHandler, InboxMessage, MalformedMessage } from '@app/inbox';
 import { queryRows } from '@app/platform';
-
-const uuid = z.string().transform((value, ctx) => canonicalUuid(value) ?? (ctx.addIssue({ code: 'custom', message: 'must be a UUID' }), z.NEVER));
-const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be a timestamp');
-
-/** The event payloads a webhook carries (libs/contracts order-events, version 1). */
-const payloads = {
-  [OrderEventTypes.placed]: z.object({
-    orderId: uuid,
-    tenantId: z.string(),
-    sku: z.string(),
-    quantity: z.number(),
-    customerRef: z.string().nullable(),
-    placedAt: timestamp,
-  }),
-  [OrderEventTypes.cancelled]: z.object({ orderId: uuid, tenantId: z.string(), reason: z.string(), cancelledAt: timestamp }),
-} satisfies Record<OrderEventType, z.ZodType>;
 
 /** Whether the notifier sends a webhook for this message: an order event of a version it reads. */
 export function isWebhookEvent(message: InboxMessage): boolean {
   const version = Number(message.headers[Headers.eventVersion] ?? '1');
-  return message.eventType !== undefined && message.eventType in payloads && version <= ORDER_EVENT_VERSION;
+  return message.eventType !== undefined && message.eventType in orderEventSchemas && version <= ORDER_EVENT_VERSION;
 }
 
 /**
@@ -63,7 +46,7 @@ function parsePayload(eventType: OrderEventType, message: InboxMessage) {
   } catch {
     throw new MalformedMessage('payload is not JSON');
   }
-  const parsed = payloads[eventType].safeParse(json);
+  const parsed = orderEventSchemas[eventType].safeParse(json);
   if (!parsed.success) {
     throw new MalformedMessage(`payload is not a ${eventType}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'payload'} ${i.message}`).join('; ')}`);
   }

@@ -1,33 +1,23 @@
 import { z } from 'zod';
-import { canonicalUuid, OrderWebhook } from '@app/contracts';
+import { orderCancelledV1Schema, orderPlacedV1Schema, OrderWebhook } from '@app/contracts';
 
-// A lone UTF-16 surrogate or a NUL, which JSON escapes can carry, cannot be stored as jsonb text.
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const text = z.string().refine((value) => !UNSTORABLE.test(value), 'must be Unicode text without NUL characters');
-const uuid = z.string().transform((value, ctx) => canonicalUuid(value) ?? (ctx.addIssue({ code: 'custom', message: 'must be a UUID' }), z.NEVER));
 const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 timestamp');
 
 /**
- * The body of an order webhook (libs/contracts webhooks.ts). Fields this receiver does not know are
- * dropped rather than refused, so the sender can add fields without breaking its receivers.
+ * The body of an order webhook (libs/contracts webhooks.ts), its `data` the event's payload as the
+ * contracts define it (text without NUL or lone surrogates: they cannot be stored). Fields this
+ * receiver does not know are dropped rather than refused, so the sender can add fields.
  */
 export const orderWebhookSchema = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('order.placed'),
     timestamp,
-    data: z.object({
-      orderId: uuid,
-      tenantId: text.min(1),
-      sku: text,
-      quantity: z.number().int().positive(),
-      customerRef: text.nullable(),
-      placedAt: timestamp,
-    }),
+    data: orderPlacedV1Schema,
   }),
   z.object({
     type: z.literal('order.cancelled'),
     timestamp,
-    data: z.object({ orderId: uuid, tenantId: text.min(1), reason: text, cancelledAt: timestamp }),
+    data: orderCancelledV1Schema,
   }),
 ]) satisfies z.ZodType<OrderWebhook>;
 
