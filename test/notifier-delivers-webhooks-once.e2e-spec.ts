@@ -241,6 +241,22 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     expect(receiver.forTenant(tenantId)).toHaveLength(4);
   });
 
+  it('a delivery recorded for another URL goes to the configured one (the receiver moved while it waited)', async () => {
+    const tenantId = tenant();
+    const messageId = randomUUID();
+    const orderId = randomUUID();
+    const body = JSON.stringify({ type: 'order.placed', timestamp: '2026-12-04T10:00:00.000Z', data: { orderId, tenantId } });
+    await db.pool.query(
+      `INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, next_attempt_at)
+       VALUES ($1, $2, $3, 'OrderPlaced', 'http://127.0.0.1:1/where-it-used-to-be', $4, 'pending', now())`,
+      [messageId, tenantId, orderId, body],
+    );
+
+    const [delivered] = await db.until(() => db.delivery(messageId), (rows) => rows[0]?.state === 'delivered');
+    expect(delivered).toMatchObject({ url: receiver.url, attempts: 1, status_code: 200 });
+    expect(receiver.forTenant(tenantId).map((r) => [r.headers['webhook-id'], r.raw])).toEqual([[messageId, body]]);
+  });
+
   it('skips events it does not deliver (a newer version): inbox outcome skipped, no call', async () => {
     const tenantId = tenant();
     const event = orderPlaced(tenantId);

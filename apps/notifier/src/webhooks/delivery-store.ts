@@ -4,9 +4,10 @@ import { queryRows } from '@app/platform';
 /** A pending delivery a dispatcher holds (leased) while it POSTs it. */
 export interface ClaimedDelivery {
   messageId: string;
+  /** This claim's lease: only its own result may settle the row. */
+  leaseId: string;
   orderId: string;
   eventType: string;
-  url: string;
   payload: string;
   /** POSTs made before this one. */
   attempts: number;
@@ -15,6 +16,9 @@ export interface ClaimedDelivery {
 /** What one POST came to: the row's next state, and when a pending one is due again. */
 export interface Settlement {
   messageId: string;
+  leaseId: string;
+  /** Where it was POSTed (the configured WEBHOOK_URL at the time). */
+  url: string;
   state: 'pending' | 'delivered' | 'dead';
   statusCode: number | null;
   /** For `pending`: the wait before the next attempt. */
@@ -23,10 +27,11 @@ export interface Settlement {
 }
 
 /**
- * Leases up to `limit` due deliveries for `leaseMs`. Per-order order: a delivery is taken only when no
- * earlier delivery of its order is still pending (in flight, waiting for a retry or not yet due), so
- * one order's webhooks reach the receiver in the order of its events. SKIP LOCKED and the lease let
- * several dispatchers (notifier instances) share the table without taking the same row.
+ * Leases up to `limit` due deliveries for `leaseMs`, under a lease id of this claim's own. Per-order
+ * order: a delivery is taken only when no earlier delivery of its order is still pending (in flight,
+ * waiting for a retry or not yet due), so one order's webhooks reach the receiver in the order of its
+ * events. SKIP LOCKED and the lease let several dispatchers (notifier instances) share the table
+ * without taking the same row.
  */
 export async function claimDue(manager: EntityManager, leaseId: string, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
   const { rows } = await queryRows<ClaimedDelivery>(
@@ -43,18 +48,19 @@ export async function claimDue(manager: EntityManager, leaseId: string, leaseMs:
       ORDER BY h.next_attempt_at
       LIMIT $3
       FOR UPDATE SKIP LOCKED)
-    RETURNING d.message_id AS "messageId", d.order_id AS "orderId", d.event_type AS "eventType", d.url, d.payload, d.attempts`,
+    RETURNING d.message_id AS "messageId", d.lease_id AS "leaseId", d.order_id AS "orderId", d.event_type AS "eventType", d.payload, d.attempts`,
     [leaseId, leaseMs, limit],
   );
   return rows;
 }
 
 /**
- * Records what the POSTs came to, in one statement. Only rows still under this dispatcher's lease
- * change: if the lease ran out and another dispatcher took a row, its record wins (the receiver got
- * the webhook twice, with one webhook-id, and keeps one). Returns how many rows changed.
+ * Records what the POSTs came to, in one statement. Only rows still under the lease each result was
+ * POSTed under change: if that lease ran out and the row was claimed again (by any dispatcher, this
+ * one included), the newer claim's record wins (the receiver got the webhook twice, with one
+ * webhook-id, and keeps one). Returns how many rows changed.
  */
-export async function settle(manager: EntityManager, leaseId: string, settlements: Settlement[]): Promise<number> {
+export async function settle(manager: EntityManager, settlements: Settlement[]): Promise<number> {
   const column = <K extends keyof Settlement>(key: K) => settlements.map((s) => s[key]);
   const { affected } = await queryRows(
     manager,
@@ -63,15 +69,17 @@ export async function settle(manager: EntityManager, leaseId: string, settlement
       attempts = d.attempts + 1,
       state = r.state,
       status_code = r.status_code,
+      url = r.url,
       last_error = r.error,
       next_attempt_at = CASE WHEN r.state = 'pending' THEN now() + make_interval(secs => r.retry_in_ms / 1000) ELSE d.next_attempt_at END,
       delivered_at = CASE WHEN r.state = 'delivered' THEN now() END,
       dead_at = CASE WHEN r.state = 'dead' THEN now() END,
       lease_id = NULL,
       leased_until = NULL
-    FROM unnest($2::uuid[], $3::text[], $4::int[], $5::float8[], $6::text[]) AS r(message_id, state, status_code, retry_in_ms, error)
-    WHERE d.message_id = r.message_id AND d.lease_id = $1 AND d.state = 'pending'`,
-    [leaseId, column('messageId'), column('state'), column('statusCode'), column('retryInMs'), column('error')],
+    FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::text[])
+      AS r(message_id, lease_id, url, state, status_code, retry_in_ms, error)
+    WHERE d.message_id = r.message_id AND d.lease_id = r.lease_id AND d.state = 'pending'`,
+    [column('messageId'), column('leaseId'), column('url'), column('state'), column('statusCode'), column('retryInMs'), column('error')],
   );
   return affected;
 }

@@ -20,8 +20,14 @@ const LEASE_MARGIN_MS = 10_000;
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
 /** The row's next state after one POST: delivered, pending again after the schedule's next wait, or dead with the reason. */
-export function settlementOf(delivery: ClaimedDelivery, outcome: PostOutcome, schedule: number[], random: () => number = Math.random): Settlement {
-  const base = { messageId: delivery.messageId, statusCode: outcome.statusCode };
+export function settlementOf(
+  delivery: ClaimedDelivery,
+  url: string,
+  outcome: PostOutcome,
+  schedule: number[],
+  random: () => number = Math.random,
+): Settlement {
+  const base = { messageId: delivery.messageId, leaseId: delivery.leaseId, url, statusCode: outcome.statusCode };
   if (outcome.verdict === 'delivered') return { ...base, state: 'delivered', retryInMs: null, error: null };
   if (outcome.verdict === 'refused') return { ...base, state: 'dead', retryInMs: null, error: outcome.error ?? 'refused' };
   const attempts = delivery.attempts + 1;
@@ -50,9 +56,17 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     help: 'What each POST left the delivery as: delivered, retry (pending again), dead',
     labelNames: ['outcome'],
   });
-  private readonly leaseId = randomUUID();
   private readonly signer: WebhookSigner;
-  private readonly settings: { concurrency: number; timeoutMs: number; pollMs: number; schedule: number[]; retentionSeconds: number; sweepSeconds: number };
+  private readonly settings: {
+    /** Every delivery goes to the configured endpoint, pending ones recorded before it changed too. */
+    url: string;
+    concurrency: number;
+    timeoutMs: number;
+    pollMs: number;
+    schedule: number[];
+    retentionSeconds: number;
+    sweepSeconds: number;
+  };
   private inFlight = 0;
   private waiting: Settlement[] = [];
   private settleTimer?: NodeJS.Timeout;
@@ -73,6 +87,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     const previous = get('WEBHOOK_PREVIOUS_SECRET');
     this.signer = new WebhookSigner([get('WEBHOOK_SECRET'), ...(previous ? [previous] : [])]);
     this.settings = {
+      url: get('WEBHOOK_URL'),
       concurrency: get('WEBHOOK_CONCURRENCY'),
       timeoutMs: get('WEBHOOK_TIMEOUT_MS'),
       pollMs: get('WEBHOOK_POLL_INTERVAL_MS'),
@@ -110,7 +125,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       let claimed: ClaimedDelivery[] = [];
       if (room > 0) {
         try {
-          claimed = await claimDue(this.dataSource.manager, this.leaseId, this.settings.timeoutMs + LEASE_MARGIN_MS, room);
+          claimed = await claimDue(this.dataSource.manager, randomUUID(), this.settings.timeoutMs + LEASE_MARGIN_MS, room);
           failures = 0;
         } catch (error) {
           failures++;
@@ -130,12 +145,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     this.inFlight++;
     let outcome: PostOutcome;
     try {
-      outcome = await postWebhook(delivery.url, this.signer.headers(delivery.messageId, delivery.payload), delivery.payload, this.settings.timeoutMs);
+      outcome = await postWebhook(this.settings.url, this.signer.headers(delivery.messageId, delivery.payload), delivery.payload, this.settings.timeoutMs);
     } catch (error) {
       outcome = { result: 'error', verdict: 'retry', statusCode: null, error: (error as Error).message };
     }
     this.attemptsCounter.inc({ result: outcome.result satisfies AttemptResult });
-    const settlement = settlementOf(delivery, outcome, this.settings.schedule);
+    const settlement = settlementOf(delivery, this.settings.url, outcome, this.settings.schedule);
     this.settledCounter.inc({ outcome: settlement.state === 'pending' ? 'retry' : settlement.state });
     if (settlement.state !== 'delivered') {
       this.logger.warn({ messageId: delivery.messageId, orderId: delivery.orderId, attempt: delivery.attempts + 1, state: settlement.state, error: settlement.error, retryInMs: settlement.retryInMs }, 'webhook not delivered');
@@ -160,7 +175,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       if (!batch.length) return;
       this.waiting = [];
       try {
-        await settle(this.dataSource.manager, this.leaseId, batch);
+        await settle(this.dataSource.manager, batch);
         this.wake();
       } catch (error) {
         this.logger.warn({ err: error, deliveries: batch.length }, 'cannot record webhook results; retrying');
