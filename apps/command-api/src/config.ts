@@ -29,7 +29,7 @@ export const commandApiConfig = z
     RECEIPT_SWEEP_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
     /**
      * How long an authenticated client may be served from memory (0: never). A revocation empties the
-     * cache at once through NOTIFY; this bounds an entry's age on top of that.
+     * cache at once through NOTIFY, heard on one connection of the pool; this bounds an entry's age on top of that.
      */
     API_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
     /** Test-only: honours `X-Fault-Injection: after-effect-before-receipt`. Refused in production. */
@@ -38,6 +38,11 @@ export const commandApiConfig = z
   .refine((config) => !(config.FAULT_INJECTION && config.NODE_ENV === 'production'), {
     path: ['FAULT_INJECTION'],
     message: 'must not be enabled when NODE_ENV=production',
+  })
+  // The cache listens for revocations on a pooled connection of its own: a pool of one would leave none for requests.
+  .refine((config) => config.API_KEY_CACHE_SECONDS === 0 || config.DATABASE_POOL_SIZE >= 2, {
+    path: ['DATABASE_POOL_SIZE'],
+    message: 'must be at least 2 while API_KEY_CACHE_SECONDS is not 0 (the cache holds one connection to hear revocations)',
   })
   .refine((config) => config.IDEMPOTENCY_LOCK_TIMEOUT_MS < config.DATABASE_STATEMENT_TIMEOUT_MS, {
     path: ['IDEMPOTENCY_LOCK_TIMEOUT_MS'],
