@@ -40,7 +40,8 @@ export function parseOptions(argv: string[]): BenchOptions | { help: true } | { 
   return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, json: values.json, profile: values.profile };
 }
 
-function integer(flag: string, text: string | undefined, fallback: number, min: number, max: number): number | string {
+/** An integer flag within [min, max], its fallback when absent, or a one-line reason it is not usable. */
+export function integer(flag: string, text: string | undefined, fallback: number, min: number, max: number): number | string {
   if (text === undefined) return fallback;
   const value = /^\d+$/.test(text) ? Number(text) : NaN;
   return Number.isSafeInteger(value) && value >= min && value <= max

@@ -27,6 +27,7 @@ import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka 
 import { WebhookReceiver } from '../test/support/webhook-receiver';
 import { benchDatabaseName, recreateBenchDatabase } from './bench-database';
 import { percentile } from './load';
+import { integer } from './options';
 
 const CONCURRENCY = 64;
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
@@ -54,17 +55,11 @@ function parseOptions(argv: string[]): Options | { error: string } | { help: tru
       },
     });
     if (values.help) return { help: true };
-    const int = (flag: string, text: string | undefined, fallback: number, min: number, max: number) => {
-      const value = text === undefined ? fallback : /^\d+$/.test(text) ? Number(text) : NaN;
-      if (!(value >= min && value <= max)) throw new Error(`--${flag} must be an integer from ${min} to ${max}, got "${text}"`);
-      return value;
-    };
-    return {
-      deliveries: int('deliveries', values.deliveries, 5_000, 100, 1_000_000),
-      rate: int('rate', values.rate, 200, 1, 10_000),
-      seconds: int('seconds', values.seconds, 30, 1, 3_600),
-      json: values.json,
-    };
+    const deliveries = integer('--deliveries', values.deliveries, 5_000, 100, 1_000_000);
+    const rate = integer('--rate', values.rate, 200, 1, 10_000);
+    const seconds = integer('--seconds', values.seconds, 30, 1, 3_600);
+    for (const value of [deliveries, rate, seconds]) if (typeof value === 'string') return { error: value };
+    return { deliveries: deliveries as number, rate: rate as number, seconds: seconds as number, json: values.json };
   } catch (error) {
     return { error: (error as Error).message.split('\n')[0] };
   }
@@ -145,8 +140,10 @@ async function drainSeeded(notifier: Pool, url: string, n: number, problems: str
               max(delivered_at) AS last FROM webhook_deliveries WHERE tenant_id = $1`,
       [tenantId],
     );
-    if (state.dead > 0) problems.push(`${state.dead} deliveries to ${url} are dead`);
-    if (state.delivered + state.dead >= n) return { seconds: (state.last.getTime() - committed.getTime()) / 1000, orders };
+    if (state.delivered + state.dead >= n) {
+      if (state.dead > 0) problems.push(`${state.dead} deliveries to ${url} are dead`);
+      return { seconds: (state.last.getTime() - committed.getTime()) / 1000, orders };
+    }
     if (Date.now() > deadline) throw new Error(`not drained in 10 minutes: ${state.delivered} of ${n} delivered`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
