@@ -418,14 +418,18 @@ cmd_down() {
   stop_test_broker
 }
 
-# The tests' own broker (scripts/test-infra.sh) goes down with the project's.
+# The tests' own brokers (scripts/test-infra.sh: test-broker, test-broker-<port>) go down with the project's.
 stop_test_broker() {
-  [[ -z "${KAFKA_STATE_DIR:-}" && -f "$TEST_BROKER_STATE/kafka.pid" ]] || return 0
-  local pid
-  pid="$(PID_FILE="$TEST_BROKER_STATE/kafka.pid" kafka_pid)" || { rm -f "$TEST_BROKER_STATE/kafka.pid"; return 0; }
-  echo "Kafka (tests' broker): stopping pid $pid"
-  stop_pid "$pid"
-  rm -f "$TEST_BROKER_STATE/kafka.pid"
+  [[ -z "${KAFKA_STATE_DIR:-}" ]] || return 0
+  local state pid
+  for state in "$TEST_BROKER_STATE" "$TEST_BROKER_STATE"-*; do
+    [[ -f "$state/kafka.pid" ]] || continue
+    if pid="$(PID_FILE="$state/kafka.pid" kafka_pid)"; then
+      echo "Kafka (tests' broker, $(basename "$state")): stopping pid $pid"
+      stop_pid "$pid"
+    fi
+    rm -f "$state/kafka.pid"
+  done
 }
 
 cmd_status() {
