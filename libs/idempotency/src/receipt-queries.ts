@@ -1,5 +1,4 @@
-import { EntityManager } from 'typeorm';
-import { queryRows } from '@app/platform';
+import { Queryable, queryRows } from '@app/platform';
 import { IdempotencyScope } from './scope';
 
 export interface ReceiptView {
@@ -16,9 +15,9 @@ export interface ReceiptView {
 }
 
 /** The committed receipt of a scope, or null. A request still in flight is invisible until it commits. */
-export async function findReceipt(manager: EntityManager, scope: IdempotencyScope): Promise<ReceiptView | null> {
+export async function findReceipt(db: Queryable, scope: IdempotencyScope): Promise<ReceiptView | null> {
   const { rows } = await queryRows<Record<string, any>>(
-    manager,
+    db,
     /* sql */ `
     SELECT response_status, effect_type, effect_id, region, fingerprint_version,
            created_at, completed_at, expires_at, now() >= expires_at AS expired
@@ -47,13 +46,13 @@ export async function findReceipt(manager: EntityManager, scope: IdempotencyScop
  * holds many locks; rows a re-executing request has locked are skipped. Stops after `maxBatches`.
  */
 export async function sweepExpiredReceipts(
-  manager: EntityManager,
+  db: Queryable,
   { batchSize = 1_000, maxBatches = 1_000 }: { batchSize?: number; maxBatches?: number } = {},
 ): Promise<number> {
   let deleted = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
     const { affected } = await queryRows(
-      manager,
+      db,
       /* sql */ `
       DELETE FROM idempotency_receipts r
       USING (

@@ -1,5 +1,4 @@
-import { EntityManager } from 'typeorm';
-import { queryRows, sqlState } from '@app/platform';
+import { Queryable, queryRows, sqlState } from '@app/platform';
 import { fingerprint, SemanticFields } from './fingerprint';
 import { IdempotencyError } from './idempotency.error';
 import { IdempotencyScope } from './scope';
@@ -42,7 +41,7 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * receipt is replaced by a conditional UPDATE, so racing re-executions after expiry also yield one.
  * Database errors propagate: they never read as "no receipt".
  */
-export async function claimScope(manager: EntityManager, request: IdempotentRequest): Promise<Claim> {
+export async function claimScope(db: Queryable, request: IdempotentRequest): Promise<Claim> {
   const { tenantId, operation, key } = request.scope;
   const scope = [tenantId, operation, key];
   const current = fingerprint(request.fields);
@@ -50,7 +49,7 @@ export async function claimScope(manager: EntityManager, request: IdempotentRequ
   for (let attempt = 0; attempt < 3; attempt++) {
     const inserted = await whileClaiming(() =>
       queryRows<{ expires_at: Date }>(
-        manager,
+        db,
         /* sql */ `
         INSERT INTO idempotency_receipts
           (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
@@ -63,7 +62,7 @@ export async function claimScope(manager: EntityManager, request: IdempotentRequ
     if (inserted.rows.length) return { kind: 'claimed', expiresAt: inserted.rows[0].expires_at };
 
     const { rows } = await queryRows<ReceiptRow & { expired: boolean }>(
-      manager,
+      db,
       /* sql */ `
       SELECT fingerprint, fingerprint_version, response_status, response_headers, response_body, expires_at,
              now() >= expires_at AS expired
@@ -77,7 +76,7 @@ export async function claimScope(manager: EntityManager, request: IdempotentRequ
     if (existing.expired) {
       const replaced = await whileClaiming(() =>
         queryRows<{ expires_at: Date }>(
-          manager,
+          db,
           /* sql */ `
           UPDATE idempotency_receipts
           SET fingerprint = $4, fingerprint_version = $5, region = $6,
@@ -106,9 +105,9 @@ export async function claimScope(manager: EntityManager, request: IdempotentRequ
 }
 
 /** Stores the command's response on the receipt this transaction claimed. */
-export async function completeReceipt(manager: EntityManager, scope: IdempotencyScope, result: CommandResult): Promise<void> {
+export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<void> {
   const { affected } = await queryRows(
-    manager,
+    db,
     /* sql */ `
     UPDATE idempotency_receipts
     SET response_status = $4, response_headers = $5, response_body = $6,

@@ -1,4 +1,4 @@
-import { EntityManager } from 'typeorm';
+import { Queryable } from '@app/platform';
 import { claimScope, CommandResult, completeReceipt, IdempotentRequest, StoredResponse } from './receipt-store';
 
 /** `created`: first execution; `replayed`: the stored response; `re-executed`: the old receipt had expired. */
@@ -18,13 +18,13 @@ export interface IdempotentResponse {
  * together, or an exception rolls back the effect, its events and the receipt together.
  */
 export async function runIdempotent(
-  manager: EntityManager,
+  db: Queryable,
   request: IdempotentRequest,
-  execute: (manager: EntityManager) => Promise<CommandResult>,
+  execute: (db: Queryable) => Promise<CommandResult>,
 ): Promise<IdempotentResponse> {
-  const claim = await claimScope(manager, request);
+  const claim = await claimScope(db, request);
   if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [] };
-  const { effect, messageIds = [], ...response } = await execute(manager);
-  await completeReceipt(manager, request.scope, { ...response, effect });
+  const { effect, messageIds = [], ...response } = await execute(db);
+  await completeReceipt(db, request.scope, { ...response, effect });
   return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt: claim.expiresAt, messageIds };
 }

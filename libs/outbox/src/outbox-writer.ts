@@ -1,5 +1,5 @@
+import { Queryable, queryRows } from '@app/platform';
 import { randomUUID } from 'node:crypto';
-import { EntityManager } from 'typeorm';
 import { keyHash } from './key-hash';
 
 /** The channel an idle relay LISTENs on. PostgreSQL delivers the notification only on commit. */
@@ -18,12 +18,13 @@ export interface OutboxEvent {
 }
 
 /**
- * Enqueues `event` inside the caller's transaction (`manager`) — the only way to enqueue. The row,
+ * Enqueues `event` inside the caller's transaction (`db`) — the only way to enqueue. The row,
  * and so the event, exists only if that transaction commits. Returns the message id, stable forever.
  */
-export async function addToOutbox(manager: EntityManager, event: OutboxEvent): Promise<string> {
+export async function addToOutbox(db: Queryable, event: OutboxEvent): Promise<string> {
   const messageId = randomUUID();
-  await manager.query(
+  await queryRows(
+    db,
     /* sql */ `
     WITH enqueued AS (
       INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)

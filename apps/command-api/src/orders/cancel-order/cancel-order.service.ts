@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventTypes, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
 import { addToOutbox } from '@app/outbox';
-import { queryRows, retryOnLostSession } from '@app/platform';
+import { inTransaction, Queryable, queryRows, retryOnLostSession } from '@app/platform';
 import { InjectedFault, problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
@@ -25,14 +25,14 @@ export class CancelOrderService {
     const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
     // A lost session reruns the whole transaction: the rerun decides again from what is committed (docs/idempotency.md).
     return retryOnLostSession(() =>
-      this.dataSource.transaction((manager) =>
-        runIdempotent(manager, idempotent, (manager) => this.cancel(manager, tenantId, orderId, reason, context)),
+      inTransaction(this.dataSource, (db) =>
+        runIdempotent(db, idempotent, (db) => this.cancel(db, tenantId, orderId, reason, context)),
       ),
     );
   }
 
   private async cancel(
-    manager: EntityManager,
+    db: Queryable,
     tenantId: string,
     orderId: string,
     reason: string,
@@ -40,7 +40,7 @@ export class CancelOrderService {
   ): Promise<CommandResult> {
     // Another tenant's order is indistinguishable from a missing one.
     const { rows } = await queryRows<OrderRow>(
-      manager,
+      db,
       /* sql */ `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
       [orderId, tenantId],
     );
@@ -53,7 +53,7 @@ export class CancelOrderService {
     }
 
     const updated = await queryRows<OrderRow>(
-      manager,
+      db,
       /* sql */ `
       UPDATE orders SET status = 'cancelled', cancel_reason = $3, cancelled_at = now()
       WHERE id = $1 AND tenant_id = $2
@@ -63,7 +63,7 @@ export class CancelOrderService {
     // The event, its Kafka key and the receipt's effect name the order as stored, as OrderPlaced did: one key, one partition.
     const order = updated.rows[0];
     const cancelled: OrderCancelledV1 = { orderId: order.id, tenantId, reason, cancelledAt: order.cancelled_at!.toISOString() };
-    const messageId = await addToOutbox(manager, {
+    const messageId = await addToOutbox(db, {
       topic: Topics.orderEvents,
       key: order.id,
       type: OrderEventTypes.cancelled,

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
 import { addToOutbox } from '@app/outbox';
-import { queryRows, retryOnLostSession } from '@app/platform';
+import { inTransaction, Queryable, queryRows, retryOnLostSession } from '@app/platform';
 import { InjectedFault, problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
@@ -26,21 +26,21 @@ export class CreateOrderService {
     // READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation level, serialises duplicates.
     // A lost session reruns the whole transaction: the rerun decides again from what is committed (docs/idempotency.md).
     return retryOnLostSession(() =>
-      this.dataSource.transaction((manager) =>
-        runIdempotent(manager, idempotent, (manager) => this.placeOrder(manager, tenantId, fields, context)),
+      inTransaction(this.dataSource, (db) =>
+        runIdempotent(db, idempotent, (db) => this.placeOrder(db, tenantId, fields, context)),
       ),
     );
   }
 
   private async placeOrder(
-    manager: EntityManager,
+    db: Queryable,
     tenantId: string,
     fields: { sku: string; quantity: number; customerRef: string | null },
     context: CommandContext,
   ): Promise<CommandResult> {
     // ON CONFLICT DO NOTHING keeps the transaction usable when customerRef is taken, so that outcome is stored too.
     const { rows } = await queryRows<OrderRow>(
-      manager,
+      db,
       /* sql */ `
       INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status)
       VALUES ($1, $2, $3, $4, $5, 'placed')
@@ -49,7 +49,7 @@ export class CreateOrderService {
       [randomUUID(), tenantId, fields.sku, fields.quantity, fields.customerRef],
     );
     const order = rows[0];
-    if (!order) return this.customerRefTaken(manager, tenantId, fields.customerRef!);
+    if (!order) return this.customerRefTaken(db, tenantId, fields.customerRef!);
 
     const placed: OrderPlacedV1 = {
       orderId: order.id,
@@ -59,7 +59,7 @@ export class CreateOrderService {
       customerRef: order.customer_ref,
       placedAt: order.created_at.toISOString(),
     };
-    const messageId = await addToOutbox(manager, {
+    const messageId = await addToOutbox(db, {
       topic: Topics.orderEvents,
       key: order.id,
       type: OrderEventTypes.placed,
@@ -78,9 +78,9 @@ export class CreateOrderService {
     };
   }
 
-  private async customerRefTaken(manager: EntityManager, tenantId: string, customerRef: string): Promise<CommandResult> {
+  private async customerRefTaken(db: Queryable, tenantId: string, customerRef: string): Promise<CommandResult> {
     const { rows } = await queryRows<{ id: string }>(
-      manager,
+      db,
       /* sql */ `SELECT id FROM orders WHERE tenant_id = $1 AND customer_ref = $2`,
       [tenantId, customerRef],
     );
