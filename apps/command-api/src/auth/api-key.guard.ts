@@ -1,9 +1,10 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import type { ServerResponse } from 'node:http';
 import type { Request } from 'express';
-import { PinoLogger } from 'nestjs-pino';
 import { bearerKey } from '@app/api-clients';
 import { Operation } from '@app/contracts';
+import { logOnCompletion } from '@app/platform';
 import { problemException } from '../http/problem-catalog';
 import { ApiClientCache, AuthenticatedClient } from './api-client-cache';
 
@@ -24,21 +25,21 @@ export class ApiKeyGuard implements CanActivate {
   constructor(
     private readonly clients: ApiClientCache,
     private readonly reflector: Reflector,
-    private readonly logger: PinoLogger,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
+    const response = context.switchToHttp().getResponse<ServerResponse>();
     const operation = this.reflector.get<Operation | undefined>(OPERATION, context.getHandler());
     // Before authentication, so that refused requests are logged with what they tried.
-    if (operation) this.logger.assign({ operation });
+    if (operation) logOnCompletion(response, { operation });
     const key = bearerKey(request.headers.authorization);
     const client = key ? await this.clients.find(key) : null;
     if (!client) {
       throw problemException('AUTH.UNAUTHENTICATED', 'Send a valid, unrevoked API key as Authorization: Bearer <key>.');
     }
     request.client = client;
-    this.logger.assign({ tenant: client.tenantId, clientId: client.id });
+    logOnCompletion(response, { tenant: client.tenantId, clientId: client.id });
     if (operation) authorise(client, operation);
     return true;
   }

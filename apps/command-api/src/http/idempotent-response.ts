@@ -1,8 +1,8 @@
 import type { Response } from 'express';
-import { PinoLogger } from 'nestjs-pino';
 import { Counter } from 'prom-client';
 import { idempotentOperations } from '@app/contracts';
 import { IdempotencyError, IdempotencyOutcome, IdempotentResponse } from '@app/idempotency';
+import { logOnCompletion } from '@app/platform';
 
 /** What became of an idempotent command: the log field `idempotencyOutcome` and the metric's `outcome` label. */
 export type CommandOutcome = IdempotencyOutcome | 'conflict' | 'in-progress';
@@ -24,7 +24,6 @@ for (const operation of idempotentOperations) for (const outcome of OUTCOMES) re
  */
 export async function respondIdempotently(
   res: Response,
-  logger: PinoLogger,
   operation: string,
   run: () => Promise<IdempotentResponse>,
 ): Promise<unknown> {
@@ -34,12 +33,12 @@ export async function respondIdempotently(
     result = await run();
   } catch (error) {
     if (error instanceof IdempotencyError) {
-      record(logger, operation, error.code === 'IDEMPOTENCY.KEY_REUSED' ? 'conflict' : 'in-progress');
+      record(res, operation, error.code === 'IDEMPOTENCY.KEY_REUSED' ? 'conflict' : 'in-progress');
     }
     throw error;
   }
-  record(logger, operation, result.outcome);
-  if (result.messageIds.length) logger.assign({ messageIds: result.messageIds });
+  record(res, operation, result.outcome);
+  if (result.messageIds.length) logOnCompletion(res, { messageIds: result.messageIds });
   res.status(result.response.status);
   res.set(result.response.headers);
   res.set('Idempotency-Expires', result.expiresAt.toUTCString());
@@ -47,7 +46,7 @@ export async function respondIdempotently(
   return result.response.body;
 }
 
-function record(logger: PinoLogger, operation: string, outcome: CommandOutcome): void {
-  logger.assign({ idempotencyOutcome: outcome });
+function record(res: Response, operation: string, outcome: CommandOutcome): void {
+  logOnCompletion(res, { idempotencyOutcome: outcome });
   requests.inc({ operation, outcome });
 }

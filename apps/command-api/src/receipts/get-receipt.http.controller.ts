@@ -1,11 +1,11 @@
-import { Controller, Get, Param, UseGuards } from '@nestjs/common';
+import { Controller, Get, Param, Res, UseGuards } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { PinoLogger } from 'nestjs-pino';
+import type { Response } from 'express';
 import { DataSource } from 'typeorm';
 import { idempotentOperations, Operation } from '@app/contracts';
 import { findReceipt, isValidIdempotencyKey } from '@app/idempotency';
-import { retryOnLostSession } from '@app/platform';
+import { logOnCompletion, retryOnLostSession } from '@app/platform';
 import { ApiKeyGuard, authorise } from '../auth/api-key.guard';
 import type { AuthenticatedClient } from '../auth/api-client-cache';
 import { CurrentClient } from '../auth/current-client.decorator';
@@ -19,10 +19,7 @@ const READ_RECEIPT = 'idempotency-receipts.read';
 @Controller('v1/idempotency-receipts')
 @UseGuards(ApiKeyGuard)
 export class GetReceiptHttpController {
-  constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
-    private readonly logger: PinoLogger,
-  ) {}
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   @Get(':operation/:key')
   @ApiOperation({
@@ -41,8 +38,9 @@ export class GetReceiptHttpController {
     @CurrentClient() client: AuthenticatedClient,
     @Param('operation') operation: string,
     @Param('key') key: string,
+    @Res({ passthrough: true }) res: Response,
   ): Promise<ReceiptResponse> {
-    this.logger.assign({ operation: READ_RECEIPT });
+    logOnCompletion(res, { operation: READ_RECEIPT });
     if (!(idempotentOperations as readonly string[]).includes(operation)) {
       throw problemException('REQUEST.INVALID', `Unknown operation ${JSON.stringify(operation)}.`);
     }

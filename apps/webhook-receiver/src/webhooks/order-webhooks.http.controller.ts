@@ -1,8 +1,8 @@
 import { Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiHeader, ApiNoContentResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { PinoLogger } from 'nestjs-pino';
 import { WebhookHeaders } from '@app/contracts';
+import { logOnCompletion } from '@app/platform';
 import { readRawBody } from './raw-body';
 import { parseOrderWebhook } from './order-webhook.schema';
 import { ReceiveOrderWebhookService } from './receive-order-webhook.service';
@@ -18,7 +18,6 @@ export class OrderWebhooksHttpController {
   constructor(
     private readonly verifier: WebhookVerifier,
     private readonly service: ReceiveOrderWebhookService,
-    private readonly logger: PinoLogger,
   ) {}
 
   @Post('orders')
@@ -40,16 +39,16 @@ export class OrderWebhooksHttpController {
   async receive(@Req() request: Request, @Res({ passthrough: true }) response: Response): Promise<void> {
     const rawBody = await readRawBody(request, response);
     const delivery = this.verifier.verify(rawBody, request.headers); // 401 unless signed by the sender, recently
-    this.logger.assign({ webhookId: delivery.webhookId });
+    logOnCompletion(response, { webhookId: delivery.webhookId });
     const parsed = parseOrderWebhook(rawBody);
     if ('problems' in parsed) throw webhookProblem('WEBHOOK.INVALID', parsed.problems.join('; '), { errors: parsed.problems });
     if ('unhandledType' in parsed) {
       // Forward compatible, like the service's own consumers: a new event type is not an error to retry or dead-letter.
-      this.logger.assign({ webhookOutcome: 'ignored', webhookType: parsed.unhandledType });
+      logOnCompletion(response, { webhookOutcome: 'ignored', webhookType: parsed.unhandledType });
       return;
     }
     const outcome = await this.service.receive(delivery, parsed.webhook);
-    this.logger.assign({ webhookOutcome: outcome, tenant: parsed.webhook.data.tenantId });
+    logOnCompletion(response, { webhookOutcome: outcome, tenant: parsed.webhook.data.tenantId });
     if (outcome === 'duplicate') response.setHeader(DUPLICATE_HEADER, 'true');
   }
 }

@@ -2,7 +2,6 @@ import { Body, Controller, HttpCode, Param, Post, Req, Res, UseGuards, UseInterc
 import { ConfigService } from '@nestjs/config';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { PinoLogger } from 'nestjs-pino';
 import { Operations } from '@app/contracts';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
 import type { AuthenticatedClient } from '../../auth/api-client-cache';
@@ -27,7 +26,6 @@ export class CancelOrderHttpController {
 
   constructor(
     private readonly service: CancelOrderService,
-    private readonly logger: PinoLogger,
     config: ConfigService<CommandApiConfig, true>,
   ) {
     this.faultInjection = config.get('FAULT_INJECTION', { infer: true });
@@ -63,7 +61,7 @@ export class CancelOrderHttpController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<unknown> {
-    return respondIdempotently(res, this.logger, Operations.cancelOrder, () =>
+    return respondIdempotently(res, Operations.cancelOrder, () =>
       this.service.execute(client.tenantId, key, orderId, body.reason, commandContext(req, this.faultInjection)),
     );
   }

@@ -2,7 +2,6 @@ import { Body, Controller, Post, Req, Res, UseGuards, UseInterceptors } from '@n
 import { ConfigService } from '@nestjs/config';
 import { ApiCreatedResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { PinoLogger } from 'nestjs-pino';
 import { Operations } from '@app/contracts';
 import { ApiKeyGuard, RequiresOperation } from '../../auth/api-key.guard';
 import type { AuthenticatedClient } from '../../auth/api-client-cache';
@@ -26,7 +25,6 @@ export class CreateOrderHttpController {
 
   constructor(
     private readonly service: CreateOrderService,
-    private readonly logger: PinoLogger,
     config: ConfigService<CommandApiConfig, true>,
   ) {
     this.faultInjection = config.get('FAULT_INJECTION', { infer: true });
@@ -57,7 +55,7 @@ export class CreateOrderHttpController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<unknown> {
-    return respondIdempotently(res, this.logger, Operations.createOrder, () =>
+    return respondIdempotently(res, Operations.createOrder, () =>
       this.service.execute(client.tenantId, key, body, commandContext(req, this.faultInjection)),
     );
   }
