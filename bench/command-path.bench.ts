@@ -16,7 +16,9 @@ import { BareDriverCreate } from './bare-driver';
 import { flameGraph } from './flame-graph';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { closedLoop, KeepAliveClient } from './load';
+import { runAsMain } from './cli';
 import { BenchOptions, parseOptions, usage } from './options';
+import { BenchResult, BenchSection, UsageError } from './section';
 import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
 import { commandPathScenarios, Expectations, RACE_BURST, Scenario } from './scenarios';
 
@@ -53,10 +55,10 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
     bare = new BareDriverCreate(benchOrdersUrl, Number(POOL_SIZE), apiKey);
     const ceiling: Scenario = {
       name: 'bare pg driver',
-      measures: 'the ceiling: the key lookup and the same transaction as a first execution, through the bare pg driver (no HTTP, no framework)',
+      measures: 'the ceiling: the transaction of a first execution, prepared statements, through the bare pg driver (no HTTP, no framework)',
       workers: options.concurrency,
       connections: 1,
-      ordersPerUnit: 1,
+      orders: (units) => units,
       units: (requests) => requests,
       unit: async (_client, phase, index) => [await bare!.create(`${phase}-bare-${index}`)],
     };
@@ -79,10 +81,10 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
           );
           // The API process's CPU per request (0 for the bare driver, which runs in this process).
           const apiCpuMsPerRequest = (processCpuMs(api.process.pid!) - cpuBefore) / measured.requests;
-          const { name, measures, connections, ordersPerUnit } = scenario;
+          const { name, measures, connections } = scenario;
           if (phase === 'measured')
             results.push({ name, measures, connections, ...measured, apiCpuMsPerRequest, unexpected: check.unexpected.get(name) ?? 0 });
-          orders += ordersPerUnit * scenario.units(requests);
+          orders += scenario.orders(scenario.units(requests));
         } finally {
           client.close();
         }
@@ -170,32 +172,64 @@ async function seedOrder(baseUrl: string, apiKey: string): Promise<string> {
   }
 }
 
-async function main(): Promise<number> {
-  const options = parseOptions(process.argv.slice(2));
-  if ('help' in options) {
-    process.stdout.write(`${usage}\n`);
-    return 0;
-  }
-  if ('error' in options) {
-    process.stderr.write(`bench: ${options.error}\n`);
-    return 2;
-  }
+export { usage };
+
+export async function run(argv: string[]): Promise<BenchResult> {
+  const options = parseOptions(argv);
+  if ('help' in options) throw new UsageError('--help is answered by the runner');
+  if ('error' in options) throw new UsageError(options.error);
   const database = benchDatabaseName(benchOrdersUrl);
   if (!database || testEnv.ordersUrl !== benchOrdersUrl) {
-    process.stderr.write(
-      `bench: BENCH_ORDERS_DATABASE_URL must name a database of its own containing "bench" (it is dropped): ${benchOrdersUrl}\n`,
-    );
-    return 2;
+    throw new UsageError(`BENCH_ORDERS_DATABASE_URL must name a database of its own containing "bench" (it is dropped): ${benchOrdersUrl}`);
   }
   const report = await bench(options, database);
-  process.stdout.write(`${options.json ? JSON.stringify(report) : printTable(report)}\n`);
-  return report.ok ? 0 : 1;
+  return { report, text: printTable(report), section: section(report) };
 }
 
-main().then(
-  (code) => (process.exitCode = code),
-  (error: Error) => {
-    process.stderr.write(`bench: ${error.stack ?? error.message}\n`);
-    process.exitCode = 1;
-  },
-);
+function section(report: BenchReport): BenchSection {
+  const [ceiling] = report.scenarios;
+  const first = report.scenarios.find((s) => s.name === 'first execution');
+  return {
+    id: 'commands',
+    title: 'Commands (command-api, `POST /v1/orders`)',
+    ok: report.ok,
+    method:
+      'The real command-api (NODE_ENV=production, LOG_LEVEL=warn, one process) on its own database, driven over keep-alive ' +
+      'HTTP by a closed loop of concurrent clients; every reply is checked against the contract and the database is counted ' +
+      'afterwards (one order, receipt and outbox row per key). Baseline: the **bare `pg` driver** running the transaction ' +
+      'of a first execution (claim, order, outbox row with NOTIFY, receipt update; prepared statements, the same pool size) ' +
+      'with no HTTP and no framework, in the same run. Scenarios run in turn after a warm-up of every one. API CPU is the ' +
+      "command-api process's user+system time over the scenario, per request.",
+    settings: report.settings,
+    table: {
+      columns: ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s vs bare', 'API CPU ms/req', 'unexpected'],
+      rows: report.scenarios.map((s) => [
+        s.name,
+        Math.round(s.perSecond),
+        s.p50Ms.toFixed(1),
+        s.p99Ms.toFixed(1),
+        `${s.perSecondVsBaseline.toFixed(2)}x`,
+        s === ceiling ? '-' : s.apiCpuMsPerRequest.toFixed(2),
+        s.unexpected,
+      ]),
+    },
+    bars: report.scenarios.map((s) => ({ label: s.name, ratio: s.perSecondVsBaseline, value: `${Math.round(s.perSecond)}/s` })),
+    targets: first
+      ? [
+          {
+            target: 'first executions >= 0.7x the bare driver',
+            measured: `${first.perSecondVsBaseline.toFixed(2)}x (${Math.round(first.perSecond)} vs ${Math.round(ceiling.perSecond)}/s)`,
+            met: first.perSecondVsBaseline >= 0.7,
+          },
+          {
+            target: '<= 1.2 ms API CPU per created order',
+            measured: `${first.apiCpuMsPerRequest.toFixed(2)} ms`,
+            met: first.apiCpuMsPerRequest <= 1.2,
+          },
+        ]
+      : [],
+    problems: report.problems,
+  };
+}
+
+if (require.main === module) runAsMain({ usage, run });

@@ -2,6 +2,20 @@ import { Call, KeepAliveClient, Reply } from './load';
 
 export const RACE_BURST = 8;
 
+/**
+ * In the mix, request i (i % 10 < 3, i >= RETRY_DISTANCE) retries the key of request
+ * i - RETRY_DISTANCE + 5, whose i % 10 is 5 to 7: a fresh key, sent long enough ago to have committed,
+ * as a client's retry after a lost reply.
+ */
+const RETRY_DISTANCE = 100;
+const isRetry = (index: number) => index % 10 < 3;
+/** How many of `units` mixed requests retry (the first RETRY_DISTANCE are all fresh). */
+function retries(units: number): number {
+  let count = 0;
+  for (let i = RETRY_DISTANCE; i < units; i++) if (isRetry(i)) count++;
+  return count;
+}
+
 /** What one scenario sends: `units` of work, each one request or one burst, by `workers` in parallel. */
 export interface Scenario {
   name: string;
@@ -9,8 +23,8 @@ export interface Scenario {
   workers: number;
   /** Keep-alive connections: enough for every request a worker has in flight. */
   connections: number;
-  /** Orders each unit of work must create: 1 per fresh key, 0 for reads and replays. */
-  ordersPerUnit: number;
+  /** Orders `units` units of work must create: one per fresh key, none for reads and replays. */
+  orders(units: number): number;
   /** Requests -> units of work (a racing unit is a burst of RACE_BURST requests). */
   units(requests: number): number;
   unit(client: KeepAliveClient, phase: 'warmup' | 'measured', index: number): Promise<Reply[]>;
@@ -65,7 +79,7 @@ export function commandPathScenarios(
       measures: 'GET /v1/orders/{id}: authentication + one indexed read, no idempotency machinery',
       workers: concurrency,
       connections: concurrency,
-      ordersPerUnit: 0,
+      orders: () => 0,
       units: one,
       unit: async (client) => {
         const reply = await client.send({ method: 'GET', path: `/v1/orders/${orderId}`, headers: auth });
@@ -78,7 +92,7 @@ export function commandPathScenarios(
       measures: 'POST /v1/orders, fresh key: claim + order + outbox row + receipt, one transaction',
       workers: concurrency,
       connections: concurrency,
-      ordersPerUnit: 1,
+      orders: one,
       units: one,
       unit: async (client, phase, index) => {
         const key = `${phase}-first-${index}`;
@@ -98,7 +112,7 @@ export function commandPathScenarios(
       measures: 'POST /v1/orders, key already used: the stored response, no new effect',
       workers: concurrency,
       connections: concurrency,
-      ordersPerUnit: 0,
+      orders: () => 0,
       units: one,
       unit: async (client, _phase, index) => {
         const key = createdKeys[index % createdKeys.length] ?? 'no-first-execution-succeeded';
@@ -112,11 +126,27 @@ export function commandPathScenarios(
       },
     },
     {
+      name: '30 % retried',
+      measures: 'POST /v1/orders, a mix: 3 of every 10 requests retry a key this scenario already used (replayed), 7 are fresh',
+      workers: concurrency,
+      connections: concurrency,
+      orders: (units) => units - retries(units),
+      units: one,
+      unit: async (client, phase, index) => {
+        const retry = isRetry(index) && index >= RETRY_DISTANCE;
+        const key = `${phase}-mix-${retry ? index - RETRY_DISTANCE + 5 : index}`;
+        const reply = await client.send(create(key));
+        const ok = reply.status === 201 && (reply.headers['idempotent-replayed'] === 'true') === retry;
+        check.expect('30 % retried', ok, () => `${retry ? 'retry' : 'fresh'} ${key}: ${describeReply(reply)}`);
+        return [reply];
+      },
+    },
+    {
       name: 'racing duplicates',
       measures: `POST /v1/orders, bursts of ${RACE_BURST} identical requests per fresh key: 1 created, ${RACE_BURST - 1} wait and replay`,
       workers: bursts,
       connections: bursts * RACE_BURST,
-      ordersPerUnit: 1,
+      orders: one,
       units: (requests) => Math.ceil(requests / RACE_BURST),
       unit: async (client, phase, index) => {
         const call = create(`${phase}-race-${index}`);
