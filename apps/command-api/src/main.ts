@@ -8,7 +8,7 @@ void runHttpApp({
   module: AppModule,
   schema: commandApiConfig,
   listen: (config) => ({ host: config.HOST, port: config.COMMAND_API_PORT }),
-  // Bodies are parsed only after authentication and authorisation (JsonBodyInterceptor).
+  // Bodies are parsed only after authentication and authorisation (JsonBodyGuard, after ApiKeyGuard).
   bodyParser: false,
   problems: [commandApiProblems],
   describe: (doc) =>

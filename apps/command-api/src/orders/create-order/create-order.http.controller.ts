@@ -1,4 +1,4 @@
-import { Body, Controller, Post, Req, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Post, Req, Res, UseGuards } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { ApiCreatedResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
@@ -10,7 +10,7 @@ import { CommandApiConfig } from '../../config';
 import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from '../../http/api-docs';
 import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
 import { respondIdempotently } from '../../http/idempotent-response';
-import { JsonBodyInterceptor } from '../../http/json-body.interceptor';
+import { JsonBodyGuard } from '../../http/json-body.guard';
 import { strictValidation } from '../../http/validation.pipe';
 import { commandContext } from '../command-context';
 import { OrderResponse } from '../order.response';
@@ -32,7 +32,7 @@ export class CreateOrderHttpController {
 
   @Post()
   @RequiresOperation(Operations.createOrder)
-  @UseInterceptors(JsonBodyInterceptor)
+  @UseGuards(JsonBodyGuard) // after the controller's ApiKeyGuard: authenticated callers only
   @ApiOperation({ operationId: Operations.createOrder, summary: 'Place an order, once per Idempotency-Key' })
   @ApiIdempotencyKeyHeader()
   @ApiCreatedResponse({

@@ -1,6 +1,5 @@
-import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import express, { Request, Response } from 'express';
-import { Observable } from 'rxjs';
 import { firstUnacceptableText, MAX_JSON_DEPTH, nestsDeeperThan, TEXT_RULE } from './body-rules';
 import { problemException } from './problem-catalog';
 
@@ -19,14 +18,16 @@ const parseJson = express.json({
 });
 
 /**
- * Parses the JSON body only now — after the guards authenticated and authorised the caller — so an
- * anonymous caller learns nothing from how its body is judged. 415 unless JSON, 413 over 16 KiB,
+ * Parses the JSON body only now — after ApiKeyGuard authenticated and authorised the caller — so an
+ * anonymous caller learns nothing from how its body is judged. A guard, placed after ApiKeyGuard,
+ * rather than an interceptor: the order is the same, and a route without interceptors skips Nest's
+ * observable pipeline (~4 % of the command path's CPU). 415 unless JSON, 413 over 16 KiB,
  * 400 for malformed JSON, anything but an object, nesting deeper than MAX_JSON_DEPTH, or a string
  * (value or field name) that breaks TEXT_RULE.
  */
 @Injectable()
-export class JsonBodyInterceptor implements NestInterceptor {
-  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+export class JsonBodyGuard implements CanActivate {
+  async canActivate(context: ExecutionContext): Promise<boolean> {
     const http = context.switchToHttp();
     const request = http.getRequest<Request>();
     const contentType = request.headers['content-type'] ?? '';
@@ -44,7 +45,7 @@ export class JsonBodyInterceptor implements NestInterceptor {
       const message = `${JSON.stringify(field)}: ${TEXT_RULE}`;
       throw problemException('REQUEST.INVALID', message, { errors: [{ field, message }] });
     }
-    return next.handle();
+    return true;
   }
 }
 
