@@ -9,7 +9,7 @@ import { Reply } from './load';
 /**
  * The ceiling for `POST /v1/orders`: the same work through the bare `pg` driver, no HTTP, no framework.
  * One transaction with the statements the command path runs (claim the receipt, insert the order,
- * insert its outbox row with NOTIFY, complete the receipt), each answered
+ * insert its outbox row (NOTIFY by trigger), complete the receipt), each answered
  * before the next is sent, on a pool as large as the API's. Prepared statements (named, as the
  * command path's are): the ceiling is the driver at its best, not a handicapped one.
  */
@@ -65,10 +65,9 @@ export class BareDriverCreate {
       const payload = { orderId: order.id, tenantId, sku: order.sku, quantity: order.quantity, customerRef: null, placedAt: order.created_at.toISOString() };
       await client.query({
         name: 'bench-outbox',
-        text: `WITH enqueued AS (
-           INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
-           VALUES ($1, $2, $3, $4, 'OrderPlaced', 1, $5, $6, '{}') RETURNING id)
-         SELECT pg_notify('outbox_messages', '') FROM enqueued`,
+        // The table's trigger NOTIFYs the relay (migration 1764720000045), as for the API's rows.
+        text: `INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
+           VALUES ($1, $2, $3, $4, 'OrderPlaced', 1, $5, $6, '{}')`,
         values: [randomUUID(), Topics.orderEvents, order.id, keyHash(order.id), tenantId, JSON.stringify(payload)],
       });
       await client.query({

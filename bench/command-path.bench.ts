@@ -197,7 +197,7 @@ function section(report: BenchReport): BenchSection {
       'The real command-api (NODE_ENV=production, LOG_LEVEL=warn, one process) on its own database, driven over keep-alive ' +
       'HTTP by a closed loop of concurrent clients; every reply is checked against the contract and the database is counted ' +
       'afterwards (one order, receipt and outbox row per key). Baseline: the **bare `pg` driver** running the transaction ' +
-      'of a first execution (claim, order, outbox row with NOTIFY, receipt update; prepared statements, the same pool size) ' +
+      'of a first execution (claim, order, outbox row, receipt update, each its own statement; prepared, the same pool size) ' +
       'with no HTTP and no framework, in the same run. Scenarios run in turn after a warm-up of every one. API CPU is the ' +
       "command-api process's user+system time over the scenario, per request.",
     settings: report.settings,

@@ -16,7 +16,7 @@ declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OU
 # Point WEBHOOK_URL (and WEBHOOK_SECRET) at your own receiver instead (docs/notifier.md).
 export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:${ports[webhook-receiver]}/webhooks/orders}"
 # A local run lets a request ask for a failure after its effect and before its receipt
-# (X-Fault-Injection: after-effect-before-receipt), so `npm run demo` can show that nothing is
+# (X-Fault-Injection: before-commit), so `npm run demo` can show that nothing is
 # stored. The API refuses to boot with it in production; it is off unless asked for elsewhere.
 if [ "${NODE_ENV:-development}" != production ]; then
   export FAULT_INJECTION="${FAULT_INJECTION:-true}"

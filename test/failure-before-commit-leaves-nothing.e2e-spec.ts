@@ -3,9 +3,9 @@ import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { entryArgs, startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
 
-const INJECT = { 'X-Fault-Injection': 'after-effect-before-receipt' };
+const INJECT = { 'X-Fault-Injection': 'before-commit' };
 
-describe('a failure after the effect and before the receipt', () => {
+describe('a failure after the effect, its event and the receipt were written, before COMMIT', () => {
   const suite = commandApiFixture({ FAULT_INJECTION: 'true' });
   const { db } = suite;
 

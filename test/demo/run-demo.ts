@@ -187,7 +187,7 @@ async function injectedFailure(a: Client): Promise<void> {
   const key = `fault-${randomUUID()}`;
   const body = { sku: 'DEMO-FAULT', quantity: 1 };
   const before = await tenantCounts(a.tenant);
-  const failed = await a.createOrder(key, body, { 'X-Fault-Injection': 'after-effect-before-receipt' });
+  const failed = await a.createOrder(key, body, { 'X-Fault-Injection': 'before-commit' });
   const between = await tenantCounts(a.tenant);
   if (failed.status === 201) {
     finding(false, 'injected failure: the API ignored the fault header (it runs without FAULT_INJECTION=true; `npm start` enables it outside production)');
@@ -197,7 +197,7 @@ async function injectedFailure(a: Client): Promise<void> {
   const after = await tenantCounts(a.tenant);
   finding(
     failed.status >= 500 && JSON.stringify(between) === JSON.stringify(before) && retried.status === 201 && after.orders === before.orders + 1,
-    `failure injected after the order insert, before the receipt -> ${failed.status}, no order, receipt or outbox row stored (tenant still has ${show(between)}); the retry -> ${retried.status}, one order`,
+    `failure injected after the order, its event and the receipt were written, before COMMIT -> ${failed.status}, no order, receipt or outbox row stored (tenant still has ${show(between)}); the retry -> ${retried.status}, one order`,
   );
 }
 

@@ -32,7 +32,7 @@ export const commandApiConfig = z
      * cache at once through NOTIFY, heard on one connection of the pool; this bounds an entry's age on top of that.
      */
     API_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
-    /** Test-only: honours `X-Fault-Injection: after-effect-before-receipt`. Refused in production. */
+    /** Test-only: honours `X-Fault-Injection: before-commit` (run-command.ts). Refused in production. */
     FAULT_INJECTION: envFields.flag(false),
   })
   .refine((config) => !(config.FAULT_INJECTION && config.NODE_ENV === 'production'), {

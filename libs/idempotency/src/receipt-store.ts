@@ -1,4 +1,4 @@
-import { Queryable, queryRows, sqlState } from '@app/platform';
+import { CarriedWrite, carrying, Queryable, queryRows, sqlState } from '@app/platform';
 import { fingerprint, SemanticFields } from './fingerprint';
 import { IdempotencyError } from './idempotency.error';
 import { IdempotencyScope } from './scope';
@@ -13,6 +13,11 @@ export interface StoredResponse {
 /** What an idempotent command produced: its response and, when it changed something, a reference to it. */
 export interface CommandResult extends StoredResponse {
   effect?: { type: string; id: string };
+  /**
+   * Written by the statement that stores the response (one round trip, same transaction): the outbox
+   * rows of the events the command emits (`outboxWrite` in libs/outbox).
+   */
+  withReceipt?: CarriedWrite;
   /** Outbox message-ids the execution enqueued: reported for logs, not stored on the receipt. */
   messageIds?: string[];
 }
@@ -104,10 +109,10 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
   throw new IdempotencyError('IDEMPOTENCY.IN_PROGRESS', 'The receipt for this key kept changing; retry shortly.');
 }
 
-/** Stores the command's response on the receipt this transaction claimed. */
+/** Stores the command's response on the receipt this transaction claimed, with `result.withReceipt` in the same statement. */
 export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<void> {
-  const { affected } = await queryRows(
-    db,
+  const [sql, parameters] = carrying(
+    result.withReceipt,
     /* sql */ `
     UPDATE idempotency_receipts
     SET response_status = $4, response_headers = $5, response_body = $6,
@@ -124,6 +129,7 @@ export async function completeReceipt(db: Queryable, scope: IdempotencyScope, re
       result.effect?.id ?? null,
     ],
   );
+  const { affected } = await queryRows(db, sql, parameters);
   if (affected !== 1) throw new Error('the claimed receipt is missing from its own transaction');
 }
 

@@ -14,8 +14,9 @@ export interface IdempotentResponse {
 
 /**
  * Runs `execute` at most once per scope and retention window, inside the caller's transaction:
- * claim the scope, execute, store the response on the receipt. The caller commits all of it
- * together, or an exception rolls back the effect, its events and the receipt together.
+ * claim the scope, execute, store the response on the receipt and, in the same statement, the
+ * command's events in the outbox. The caller commits all of it together, or an exception rolls back
+ * the effect, its events and the receipt together.
  */
 export async function runIdempotent(
   db: Queryable,
@@ -24,7 +25,7 @@ export async function runIdempotent(
 ): Promise<IdempotentResponse> {
   const claim = await claimScope(db, request);
   if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [] };
-  const { effect, messageIds = [], ...response } = await execute(db);
-  await completeReceipt(db, request.scope, { ...response, effect });
+  const { effect, withReceipt, messageIds = [], ...response } = await execute(db);
+  await completeReceipt(db, request.scope, { ...response, effect, withReceipt });
   return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt: claim.expiresAt, messageIds };
 }

@@ -5,6 +5,7 @@ import { CreateApiClientsReceiptsOutbox1764720000001 } from './orders/1764720000
 import { CreateOutboxReplays1764720000020 } from './orders/1764720000020-create-outbox-replays';
 import { IndexOrdersByTime1764720000030 } from './orders/1764720000030-index-orders-by-time';
 import { NotifyApiClientChanges1764720000040 } from './orders/1764720000040-notify-api-client-changes';
+import { NotifyOutboxInserts1764720000045 } from './orders/1764720000045-notify-outbox-inserts';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
 import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
@@ -14,7 +15,7 @@ import { CreateReceivedWebhooks1764720000500 } from './receiver/1764720000500-cr
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
 export const migrationSets = {
-  orders: [CreateOrders1764720000000, CreateApiClientsReceiptsOutbox1764720000001, CreateOutboxReplays1764720000020, IndexOrdersByTime1764720000030, NotifyApiClientChanges1764720000040],
+  orders: [CreateOrders1764720000000, CreateApiClientsReceiptsOutbox1764720000001, CreateOutboxReplays1764720000020, IndexOrdersByTime1764720000030, NotifyApiClientChanges1764720000040, NotifyOutboxInserts1764720000045],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],
   /** The reference webhook receiver's own database (apps/webhook-receiver), standing in for a downstream team's. */

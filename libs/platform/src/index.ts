@@ -13,6 +13,7 @@ export * from './logging/logging.module';
 export * from './database/database-errors';
 export * from './database/query-rows';
 export * from './database/transaction';
+export * from './database/carried-write';
 export * from './database/session';
 export * from './database/lost-session';
 export * from './http/traceparent';

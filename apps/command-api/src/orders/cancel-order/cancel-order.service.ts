@@ -2,13 +2,14 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventTypes, Operations, Topics } from '@app/contracts';
-import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
-import { addToOutbox } from '@app/outbox';
-import { inTransaction, Queryable, queryRows, retryOnLostSession } from '@app/platform';
-import { InjectedFault, problemResponse } from '../../http/problem-catalog';
+import { CommandResult, IdempotentResponse } from '@app/idempotency';
+import { outboxWrite } from '@app/outbox';
+import { Queryable, queryRows } from '@app/platform';
+import { problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
 import { ORDER_COLUMNS, OrderRow, toOrderResponse } from '../order.response';
+import { runCommand } from '../run-command';
 
 @Injectable()
 export class CancelOrderService {
@@ -23,12 +24,7 @@ export class CancelOrderService {
    */
   execute(tenantId: string, key: string, orderId: string, reason: string, context: CommandContext): Promise<IdempotentResponse> {
     const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
-    // A lost session reruns the whole transaction: the rerun decides again from what is committed (docs/idempotency.md).
-    return retryOnLostSession(() =>
-      inTransaction(this.dataSource, (db) =>
-        runIdempotent(db, idempotent, (db) => this.cancel(db, tenantId, orderId, reason, context)),
-      ),
-    );
+    return runCommand(this.dataSource, idempotent, context, (db) => this.cancel(db, tenantId, orderId, reason, context));
   }
 
   private async cancel(
@@ -63,16 +59,17 @@ export class CancelOrderService {
     // The event, its Kafka key and the receipt's effect name the order as stored, as OrderPlaced did: one key, one partition.
     const order = updated.rows[0];
     const cancelled: OrderCancelledV1 = { orderId: order.id, tenantId, reason, cancelledAt: order.cancelled_at!.toISOString() };
-    const messageId = await addToOutbox(db, {
-      topic: Topics.orderEvents,
-      key: order.id,
-      type: OrderEventTypes.cancelled,
-      version: ORDER_EVENT_VERSION,
-      tenantId,
-      payload: cancelled,
-      headers: { traceparent: context.traceparent },
-    });
-    if (context.failAfterEffect) throw new InjectedFault('failed after the cancellation and its event, before the receipt');
-    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: order.id }, messageIds: [messageId] };
+    const { write, messageIds } = outboxWrite([
+      {
+        topic: Topics.orderEvents,
+        key: order.id,
+        type: OrderEventTypes.cancelled,
+        version: ORDER_EVENT_VERSION,
+        tenantId,
+        payload: cancelled,
+        headers: { traceparent: context.traceparent },
+      },
+    ]);
+    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: order.id }, withReceipt: write, messageIds };
   }
 }

@@ -3,13 +3,14 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1, Operations, Topics } from '@app/contracts';
-import { CommandResult, IdempotentResponse, runIdempotent } from '@app/idempotency';
-import { addToOutbox } from '@app/outbox';
-import { inTransaction, Queryable, queryRows, retryOnLostSession } from '@app/platform';
-import { InjectedFault, problemResponse } from '../../http/problem-catalog';
+import { CommandResult, IdempotentResponse } from '@app/idempotency';
+import { outboxWrite } from '@app/outbox';
+import { Queryable, queryRows } from '@app/platform';
+import { problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
 import { ORDER_COLUMNS, orderLocation, OrderRow, toOrderResponse } from '../order.response';
+import { runCommand } from '../run-command';
 import { CreateOrderRequest } from './create-order.request.dto';
 
 @Injectable()
@@ -23,13 +24,7 @@ export class CreateOrderService {
   execute(tenantId: string, key: string, request: CreateOrderRequest, context: CommandContext): Promise<IdempotentResponse> {
     const fields = { sku: request.sku, quantity: request.quantity, customerRef: request.customerRef ?? null };
     const idempotent = this.policy.request(tenantId, Operations.createOrder, key, fields);
-    // READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation level, serialises duplicates.
-    // A lost session reruns the whole transaction: the rerun decides again from what is committed (docs/idempotency.md).
-    return retryOnLostSession(() =>
-      inTransaction(this.dataSource, (db) =>
-        runIdempotent(db, idempotent, (db) => this.placeOrder(db, tenantId, fields, context)),
-      ),
-    );
+    return runCommand(this.dataSource, idempotent, context, (db) => this.placeOrder(db, tenantId, fields, context));
   }
 
   private async placeOrder(
@@ -59,22 +54,24 @@ export class CreateOrderService {
       customerRef: order.customer_ref,
       placedAt: order.created_at.toISOString(),
     };
-    const messageId = await addToOutbox(db, {
-      topic: Topics.orderEvents,
-      key: order.id,
-      type: OrderEventTypes.placed,
-      version: ORDER_EVENT_VERSION,
-      tenantId,
-      payload: placed,
-      headers: { traceparent: context.traceparent },
-    });
-    if (context.failAfterEffect) throw new InjectedFault('failed after the order and its event, before the receipt');
+    const { write, messageIds } = outboxWrite([
+      {
+        topic: Topics.orderEvents,
+        key: order.id,
+        type: OrderEventTypes.placed,
+        version: ORDER_EVENT_VERSION,
+        tenantId,
+        payload: placed,
+        headers: { traceparent: context.traceparent },
+      },
+    ]);
     return {
       status: 201,
       headers: { Location: orderLocation(order.id) },
       body: toOrderResponse(order),
       effect: { type: 'order', id: order.id },
-      messageIds: [messageId],
+      withReceipt: write,
+      messageIds,
     };
   }
 
