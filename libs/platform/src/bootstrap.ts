@@ -72,7 +72,11 @@ export function configureHttpApp(
   options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe' | 'problems'>,
 ): INestApplication {
   app.useLogger(app.get(Logger));
-  (app.getHttpAdapter().getInstance() as { disable?: (setting: string) => void }).disable?.('x-powered-by');
+  const express = app.getHttpAdapter().getInstance() as { disable?: (setting: string) => void };
+  express.disable?.('x-powered-by');
+  // Express hashes every response body into a weak ETag, POSTs included: a SHA-1 per answer for
+  // conditional GETs nobody sends to a command API (no client here revalidates; the docs promise none).
+  express.disable?.('etag');
   // Plain Express middleware ahead of every route: unmatched requests are timed too (route "unmatched").
   app.use(observeHttpDuration);
   app.useGlobalFilters(new ProblemDetailsFilter(options.problems));
