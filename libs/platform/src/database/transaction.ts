@@ -17,6 +17,10 @@ export function postgresPool(dataSource: DataSource): Pool {
  */
 export async function inTransaction<T>(dataSource: DataSource, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await postgresPool(dataSource).connect();
+  // pg-pool listens for errors only on idle clients: a session that dies while this one is borrowed
+  // and between statements emits 'error' with nobody listening, which would crash the process. The
+  // failure surfaces anyway in the next statement or the ROLLBACK, which destroys the connection.
+  client.on('error', ignoreUntilNextStatement);
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
@@ -27,6 +31,9 @@ export async function inTransaction<T>(dataSource: DataSource, work: (client: Po
     await client.query('ROLLBACK').catch((rollbackFailed: Error) => (broken = rollbackFailed));
     throw error;
   } finally {
+    client.removeListener('error', ignoreUntilNextStatement);
     client.release(broken);
   }
 }
+
+function ignoreUntilNextStatement(): void {}

@@ -1,0 +1,87 @@
+import { DataSource } from 'typeorm';
+import { inTransaction, isDatabaseUnreachable, postgresOptions, queryRows } from '@app/platform';
+import { testEnv } from './support/test-env';
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * inTransaction is the command path's transaction on a bare pg client with prepared statements: a
+ * connection must go back to the pool clean (no open transaction) or not at all.
+ */
+describe('inTransaction', () => {
+  // One connection in the pool: whatever the last transaction left behind is the next one's connection.
+  const dataSource = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-in-transaction', poolSize: 1 }));
+  const observer = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-observer', poolSize: 1 }));
+  const table = `in_transaction_probe_${process.pid}`;
+
+  beforeAll(async () => {
+    await Promise.all([dataSource.initialize(), observer.initialize()]);
+    await observer.query(`CREATE TABLE IF NOT EXISTS ${table} (id int PRIMARY KEY, step int NOT NULL)`);
+  });
+  afterAll(async () => {
+    await observer.query(`DROP TABLE IF EXISTS ${table}`);
+    await Promise.all([dataSource.destroy(), observer.destroy()]);
+  });
+
+  const pid = (db: Parameters<typeof queryRows>[0]) =>
+    queryRows<{ pid: number }>(db, 'SELECT pg_backend_pid() AS pid').then(({ rows }) => rows[0].pid);
+
+  it('rolls back on a statement error and hands the same connection back, out of the failed transaction', async () => {
+    await observer.query(`TRUNCATE ${table}`);
+    let first = 0;
+    await expect(
+      inTransaction(dataSource, async (db) => {
+        first = await pid(db);
+        await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (1, 1)`);
+        await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (1, 2)`); // unique violation
+      }),
+    ).rejects.toMatchObject({ code: '23505' });
+    const [again, { rows }] = await inTransaction(dataSource, async (db) => [await pid(db), await queryRows(db, `SELECT * FROM ${table}`)] as const);
+    expect(again).toBe(first);
+    expect(rows).toEqual([]);
+  });
+
+  it('destroys a connection whose session died inside the transaction: the next borrower gets a new one', async () => {
+    let killed = 0;
+    const error = await inTransaction(dataSource, async (db) => {
+      killed = await pid(db);
+      await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (2, 1)`);
+      await observer.query('SELECT pg_terminate_backend($1)', [killed]);
+      await pause(50);
+      await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (2, 2)`);
+    }).catch((caught: unknown) => caught);
+    expect(isDatabaseUnreachable(error)).toBe(true);
+    const next = await inTransaction(dataSource, (db) => pid(db));
+    expect(next).not.toBe(killed);
+    expect(await observer.query(`SELECT * FROM ${table} WHERE id = 2`)).toEqual([]);
+  });
+
+  it('under sessions terminated at random moments, each transaction commits all of its rows or none, and the pool keeps working', async () => {
+    await observer.query(`TRUNCATE ${table}`);
+    const outcomes: ('committed' | 'lost')[] = [];
+    for (let id = 100; id < 140; id++) {
+      const killAfter = Math.random() * 6; // ms: before, between or after the statements, or during COMMIT
+      const run = inTransaction(dataSource, async (db) => {
+        const backend = await pid(db);
+        setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), killAfter);
+        for (let step = 1; step <= 3; step++) await queryRows(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + step, step]);
+      });
+      outcomes.push(await run.then(() => 'committed' as const, (error) => {
+        if (!isDatabaseUnreachable(error)) throw error;
+        return 'lost' as const;
+      }));
+      await pause(10); // the termination, if it came late, lands before the next transaction starts
+    }
+    const rows: { id: number }[] = await observer.query(`SELECT id FROM ${table}`);
+    const perTransaction = new Map<number, number>();
+    for (const { id } of rows) perTransaction.set(Math.floor(id / 10), (perTransaction.get(Math.floor(id / 10)) ?? 0) + 1);
+    // All three rows or none: a lost COMMIT may still have committed, so "lost" allows 0 or 3.
+    expect([...perTransaction.values()].every((n) => n === 3)).toBe(true);
+    outcomes.forEach((outcome, i) => {
+      if (outcome === 'committed') expect(perTransaction.get(100 + i)).toBe(3);
+    });
+    expect(outcomes).toContain('lost');
+    // And the pool still serves: a clean transaction on a working connection.
+    expect(await inTransaction(dataSource, (db) => queryRows(db, 'SELECT 1 AS one').then(({ rows: r }) => r[0]))).toEqual({ one: 1 });
+  });
+});
