@@ -15,12 +15,8 @@ declare -A ports=([command-api]="${COMMAND_API_PORT:-3000}" [outbox-relay]="${OU
 # (apps/webhook-receiver), which verifies and stores it: both use the development secret here.
 # Point WEBHOOK_URL (and WEBHOOK_SECRET) at your own receiver instead (docs/notifier.md).
 export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:${ports[webhook-receiver]}/webhooks/orders}"
-# A local run lets a request ask for a failure after its effect and before its receipt
-# (X-Fault-Injection: before-commit), so `npm run demo` can show that nothing is
-# stored. The API refuses to boot with it in production; it is off unless asked for elsewhere.
-if [ "${NODE_ENV:-development}" != production ]; then
-  export FAULT_INJECTION="${FAULT_INJECTION:-true}"
-fi
+# No test-only switch is on here (FAULT_INJECTION, CRASH_AFTER_DATABASE_COMMIT need NODE_ENV=test):
+# `npm run demo` starts a command-api of its own with fault injection for the one finding that needs it.
 host="${HOST:-127.0.0.1}"
 logs=.cache/logs
 mkdir -p "$logs"

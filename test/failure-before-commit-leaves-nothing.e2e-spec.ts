@@ -44,14 +44,14 @@ describe('the fault injection switch', () => {
   const db = new OrdersDb();
   afterAll(() => db.close());
 
-  it('cannot be turned on in production configuration', () => {
+  it.each(['production', 'development'])('cannot be turned on with NODE_ENV=%s: only tests may ask for it', (nodeEnv) => {
     const result = spawnSync(process.execPath, entryArgs('apps/command-api/src/main.ts'), {
-      env: { ...process.env, NODE_ENV: 'production', FAULT_INJECTION: 'true' },
+      env: { ...process.env, NODE_ENV: nodeEnv, FAULT_INJECTION: 'true' },
       encoding: 'utf8',
       timeout: 30_000,
     });
     expect(result.status).toBe(1);
-    expect(result.stderr).toMatch(/FAULT_INJECTION: must not be enabled when NODE_ENV=production/);
+    expect(result.stderr).toMatch(/FAULT_INJECTION: is a test-only switch .*: it needs NODE_ENV=test/);
   });
 
   it('is off by default: the header is ignored and the command commits', async () => {

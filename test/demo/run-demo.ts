@@ -5,8 +5,9 @@
  * recreates the order-events topic, so run it on a development machine only.
  */
 import { randomUUID } from 'node:crypto';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
+import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'pg';
@@ -108,9 +109,9 @@ class Client {
     return { Authorization: `Bearer ${this.apiKey}`, 'Idempotency-Key': key, ...extra };
   }
 
-  /** POST /v1/orders on a connection of its own. */
-  createOrder(key: string, body: object, extra: Record<string, string> = {}): Promise<HttpResult> {
-    return http(`${env.api}/v1/orders`, { method: 'POST', headers: this.headers(key, extra), body });
+  /** POST /v1/orders on a connection of its own (to `api`, the service's by default). */
+  createOrder(key: string, body: object, extra: Record<string, string> = {}, api = env.api): Promise<HttpResult> {
+    return http(`${api}/v1/orders`, { method: 'POST', headers: this.headers(key, extra), body });
   }
 
   cancelOrder(orderId: string, key: string, body: object): Promise<HttpResult> {
@@ -132,6 +133,41 @@ class Client {
       req.end(JSON.stringify(body));
     });
   }
+}
+
+/** The built command-api (`npm start` built it) with fault injection on, on a free port, until stop(). */
+async function startFaultInjectingApi(): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(root, 'dist', 'apps', 'command-api', 'src', 'main.js')], {
+    cwd: root,
+    env: { ...process.env, NODE_ENV: 'test', FAULT_INJECTION: 'true', COMMAND_API_PORT: String(port), LOG_LEVEL: 'warn', ORDERS_DATABASE_URL: env.orders },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (child.exitCode !== null) return;
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+  };
+  for (let i = 0; i < 150; i++) {
+    if (child.exitCode !== null) throw new Error(`the fault-injecting command-api exited: ${stderr.trim().split('\n').pop()}`);
+    if ((await http(`${url}/health/live`).catch(() => undefined))?.status === 200) return { url, stop };
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  await stop();
+  throw new Error('the fault-injecting command-api did not come up within 30 s');
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
 }
 
 async function preflight(): Promise<void> {
@@ -187,12 +223,16 @@ async function injectedFailure(a: Client): Promise<void> {
   const key = `fault-${randomUUID()}`;
   const body = { sku: 'DEMO-FAULT', quantity: 1 };
   const before = await tenantCounts(a.tenant);
-  const failed = await a.createOrder(key, body, { 'X-Fault-Injection': 'before-commit' });
-  const between = await tenantCounts(a.tenant);
-  if (failed.status === 201) {
-    finding(false, 'injected failure: the API ignored the fault header (it runs without FAULT_INJECTION=true; `npm start` enables it outside production)');
-    return;
+  // Fault injection is a test-only switch (NODE_ENV=test): `npm start` never turns it on, so this
+  // finding runs a command-api of its own with it, on the same database, for one request.
+  const faulty = await startFaultInjectingApi();
+  let failed: HttpResult;
+  try {
+    failed = await a.createOrder(key, body, { 'X-Fault-Injection': 'before-commit' }, faulty.url);
+  } finally {
+    await faulty.stop();
   }
+  const between = await tenantCounts(a.tenant);
   const retried = await a.createOrder(key, body);
   const after = await tenantCounts(a.tenant);
   finding(

@@ -32,12 +32,15 @@ export const commandApiConfig = z
      * cache at once through NOTIFY, heard on one connection of the pool; this bounds an entry's age on top of that.
      */
     API_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
-    /** Test-only: honours `X-Fault-Injection: before-commit` (run-command.ts). Refused in production. */
+    /**
+     * Test-only: honours `X-Fault-Injection: before-commit` (run-command.ts), with which any client can
+     * make its request fail. Accepted only with NODE_ENV=test: never in production, staging or `npm start`.
+     */
     FAULT_INJECTION: envFields.flag(false),
   })
-  .refine((config) => !(config.FAULT_INJECTION && config.NODE_ENV === 'production'), {
+  .refine((config) => !config.FAULT_INJECTION || config.NODE_ENV === 'test', {
     path: ['FAULT_INJECTION'],
-    message: 'must not be enabled when NODE_ENV=production',
+    message: 'is a test-only switch (any client could make requests fail): it needs NODE_ENV=test',
   })
   // The cache listens for revocations on a pooled connection of its own: a pool of one would leave none for requests.
   .refine((config) => config.API_KEY_CACHE_SECONDS === 0 || config.DATABASE_POOL_SIZE >= 2, {
