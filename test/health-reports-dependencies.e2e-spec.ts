@@ -41,7 +41,14 @@ describe('health endpoints', () => {
       unavailable: ['kafka'],
       checks: { orders: { status: 'up' }, kafka: { status: 'down' } },
     });
-    expect(ready.body.detail).toMatch(/^kafka is down/);
+    expect(ready.body.detail).toBe('kafka is down');
+    // Any caller may ask: the answer names what is down, never the driver's reason (hosts, ports, users).
+    expect(JSON.stringify(ready.body)).not.toMatch(/127\.0\.0\.1|:1\b|ECONNREFUSED|connect|timeout|no answer/i);
+    // The operator finds the reason in the log, once per outage, not once per probe.
+    await get(app, '/health/ready');
+    const notReady = app.output().split('\n').filter((line) => line.includes('not ready: kafka down'));
+    expect(notReady).toHaveLength(1);
+    expect(JSON.parse(notReady[0])).toMatchObject({ level: 40, down: { kafka: expect.stringMatching(/\S/) } });
   });
 
   it('leaves Kafka out of API readiness when READINESS_REQUIRES_KAFKA=false', async () => {

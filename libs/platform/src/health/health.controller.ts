@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, ServiceUnavailableException } from '@nestjs/common';
+import { Controller, Get, Inject, Logger, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheckService, HealthIndicatorFunction, TypeOrmHealthIndicator } from '@nestjs/terminus';
@@ -23,6 +23,10 @@ export interface HealthRegistration {
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
+  private readonly logger = new Logger('Health');
+  /** What the last readiness check found down, so each outage and recovery is logged once, not on every probe. */
+  private lastDown = '';
+
   constructor(
     private readonly health: HealthCheckService,
     private readonly db: TypeOrmHealthIndicator,
@@ -69,22 +73,37 @@ export class HealthController {
     if (database) checks.push(() => this.db.pingCheck(database, { timeout: 2_000 }));
     if (kafka) checks.push(() => this.kafka.isHealthy('kafka'));
     try {
-      return await this.health.check(checks);
+      const result = await this.health.check(checks);
+      this.reportDown({});
+      return result;
     } catch (error) {
       if (!(error instanceof ServiceUnavailableException)) throw error;
-      const result = error.getResponse() as { error?: Record<string, { message?: string }>; details: unknown };
-      const down = Object.entries(result.error ?? {});
+      const result = error.getResponse() as { error?: Record<string, { message?: string }>; details: Record<string, { status: string }> };
+      const down = result.error ?? {};
+      this.reportDown(down);
+      // Any caller may ask: the answer names what is down, never why (driver messages carry hosts,
+      // ports, users). The reason is in the log, for the operator.
       throw new ProblemException(
         {
           type: problemType('dependency-unavailable'),
           title: 'Dependency unavailable',
           status: 503,
-          detail: down.map(([name, info]) => `${name} is down${info.message ? `: ${info.message}` : ''}`).join('; '),
-          unavailable: down.map(([name]) => name),
-          checks: result.details,
+          detail: Object.keys(down)
+            .map((name) => `${name} is down`)
+            .join('; '),
+          unavailable: Object.keys(down),
+          checks: Object.fromEntries(Object.entries(result.details).map(([name, check]) => [name, { status: check.status }])),
         },
         { 'Retry-After': '5' },
       );
     }
+  }
+
+  private reportDown(down: Record<string, { message?: string }>): void {
+    const now = Object.keys(down).sort().join(',');
+    if (now === this.lastDown) return;
+    if (now) this.logger.warn({ down: Object.fromEntries(Object.entries(down).map(([name, info]) => [name, info.message ?? 'down'])) }, `not ready: ${now} down`);
+    else this.logger.log(`ready again: ${this.lastDown} answer`);
+    this.lastDown = now;
   }
 }

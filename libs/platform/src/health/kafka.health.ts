@@ -3,15 +3,31 @@ import { HealthIndicatorService } from '@nestjs/terminus';
 import { ConfigService } from '@nestjs/config';
 import { createKafka } from '../kafka/kafka-client';
 
-/** Up when a broker answers a metadata request within `timeoutMs`. Uses a short-lived admin client so a dead broker cannot wedge it. */
+/** A readiness probe every second from each of several callers still costs one broker connection per this long. */
+export const KAFKA_CHECK_CACHE_MS = 2_000;
+
+/**
+ * Up when a broker answers a metadata request within `timeoutMs`. Uses a short-lived admin client so
+ * a dead broker cannot wedge it; its answer (or the check in flight) is shared for KAFKA_CHECK_CACHE_MS,
+ * so probes cannot open a connection each.
+ */
 @Injectable()
 export class KafkaHealthIndicator {
+  private last?: { startedAt: number; result: ReturnType<KafkaHealthIndicator['check']> };
+
   constructor(
     private readonly indicators: HealthIndicatorService,
     private readonly config: ConfigService,
   ) {}
 
-  async isHealthy(key = 'kafka', timeoutMs = 2_000) {
+  isHealthy(key = 'kafka', timeoutMs = 2_000) {
+    if (this.last && Date.now() - this.last.startedAt < KAFKA_CHECK_CACHE_MS) return this.last.result;
+    const result = this.check(key, timeoutMs);
+    this.last = { startedAt: Date.now(), result };
+    return result;
+  }
+
+  private async check(key: string, timeoutMs: number) {
     const indicator = this.indicators.check(key);
     const brokers = this.config.get<string[]>('KAFKA_BROKERS') ?? [];
     const admin = createKafka({ brokers, clientId: 'health', connectionTimeoutMs: timeoutMs }).admin({
