@@ -20,7 +20,8 @@ import { runAsMain } from './cli';
 import { BenchOptions, parseOptions, usage } from './options';
 import { BenchResult, BenchSection, UsageError } from './section';
 import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
-import { commandPathScenarios, Expectations, RACE_BURST, Scenario } from './scenarios';
+import { countPeerOrders, RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
+import { commandPathScenarios, Expectations, peerScenarios, RACE_BURST, Scenario } from './scenarios';
 
 const POOL_SIZE = '10';
 const LOG_LEVEL = 'warn';
@@ -36,6 +37,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
   const db = new OrdersDb();
   let api: RunningApp | undefined;
   let bare: BareDriverCreate | undefined;
+  let peer: RunningPeer | undefined;
   const profileDir = options.profile ? mkdtempSync(join(tmpdir(), 'bench-profile-')) : undefined;
   try {
     api = await startApp(
@@ -62,8 +64,16 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       units: (requests) => requests,
       unit: async (_client, phase, index) => [await bare!.create(`${phase}-bare-${index}`)],
     };
-    const all = [ceiling, ...commandPathScenarios(apiKey, orderId, options.concurrency, check)];
     // A profile covers the whole process: with --profile only first executions run, so it shows the command path.
+    if (!profileDir) {
+      progress('starting the peer (@node-idempotency/nestjs with Redis; installs its dependencies on first use)');
+      peer = await startNodeIdempotencyPeer();
+    }
+    const all = [
+      ceiling,
+      ...commandPathScenarios(apiKey, orderId, options.concurrency, check),
+      ...(peer ? peerScenarios({ url: peer.url, pid: peer.pid }, options.concurrency, check) : []),
+    ];
     const scenarios = profileDir ? all.filter((s) => s.name === 'bare pg driver' || s.name === 'first execution') : all;
 
     const results: Omit<ScenarioResult, 'perSecondVsBaseline' | 'p99VsBaseline'>[] = [];
@@ -73,14 +83,15 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       const requests = phase === 'warmup' ? options.warmup : options.requests;
       progress(`${phase === 'warmup' ? 'warming up' : 'measuring'}: ${requests} requests per scenario`);
       for (const scenario of scenarios) {
-        const client = new KeepAliveClient(api.url, scenario.connections);
+        const { url, pid } = scenario.target ?? { url: api.url, pid: api.process.pid! };
+        const client = new KeepAliveClient(url, scenario.connections);
         try {
-          const cpuBefore = processCpuMs(api.process.pid!);
+          const cpuBefore = processCpuMs(pid);
           const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) =>
             scenario.unit(client, phase, i),
           );
-          // The API process's CPU per request (0 for the bare driver, which runs in this process).
-          const apiCpuMsPerRequest = (processCpuMs(api.process.pid!) - cpuBefore) / measured.requests;
+          // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process).
+          const apiCpuMsPerRequest = (processCpuMs(pid) - cpuBefore) / measured.requests;
           const { name, measures, connections } = scenario;
           if (phase === 'measured')
             results.push({ name, measures, connections, ...measured, apiCpuMsPerRequest, unexpected: check.unexpected.get(name) ?? 0 });
@@ -100,6 +111,10 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       problems.push(
         `database: expected ${JSON.stringify(expected)} (one order, receipt and outbox row per key), found ${JSON.stringify(counts)}`,
       );
+    }
+    const peerCounts = peer ? await countPeerOrders() : undefined;
+    if (peerCounts && (peerCounts.duplicateOrders > 0 || peerCounts.orders !== peerCounts.keys)) {
+      problems.push(`peer: ${peerCounts.orders} orders for ${peerCounts.keys} keys (${peerCounts.duplicateOrders} duplicates)`);
     }
     if (api.process.exitCode !== null || api.process.signalCode !== null) {
       problems.push(`command-api exited during the run:\n${api.output().slice(-2000)}`);
@@ -130,6 +145,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       problems,
     };
   } finally {
+    await peer?.stop();
     await bare?.close();
     await api?.stop();
     await db.close();

@@ -23,8 +23,10 @@ export interface Scenario {
   workers: number;
   /** Keep-alive connections: enough for every request a worker has in flight. */
   connections: number;
-  /** Orders `units` units of work must create: one per fresh key, none for reads and replays. */
+  /** Orders `units` units of work must create in our database: one per fresh key, none for reads and replays. */
   orders(units: number): number;
+  /** Where the requests go and whose CPU is counted, when not our command-api (a peer). */
+  target?: { url: string; pid: number };
   /** Requests -> units of work (a racing unit is a burst of RACE_BURST requests). */
   units(requests: number): number;
   unit(client: KeepAliveClient, phase: 'warmup' | 'measured', index: number): Promise<Reply[]>;
@@ -163,6 +165,68 @@ export function commandPathScenarios(
           );
         }
         return replies;
+      },
+    },
+  ];
+}
+
+/**
+ * The B5 peer (bench/peers/node-idempotency.ts: `@node-idempotency/nestjs` with Redis, the same order
+ * and outbox transaction on a database of its own): fresh keys, then replays of them. Its replays
+ * carry no Location, so a replay is checked by the order id in the body.
+ */
+export function peerScenarios(target: { url: string; pid: number }, concurrency: number, check: Expectations): Scenario[] {
+  const body = JSON.stringify({ sku: 'BENCH-1', quantity: 1 });
+  const create = (key: string): Call => ({
+    method: 'POST',
+    path: '/v1/orders',
+    headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+    body,
+  });
+  const ids = new Map<string, string>();
+  const keys: string[] = [];
+  const orderId = (reply: Reply) => {
+    try {
+      return String(JSON.parse(reply.body).id);
+    } catch {
+      return undefined;
+    }
+  };
+  return [
+    {
+      name: 'peer: first execution',
+      measures: 'the same POST with a fresh key to @node-idempotency/nestjs 1.0.4 (Redis store, NestJS 10, same order + outbox transaction through bare pg)',
+      workers: concurrency,
+      connections: concurrency,
+      orders: () => 0,
+      target,
+      units: (requests) => requests,
+      unit: async (client, phase, index) => {
+        const key = `${phase}-peer-${index}`;
+        const reply = await client.send(create(key));
+        const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === undefined && !!orderId(reply);
+        check.expect('peer: first execution', ok, () => describeReply(reply));
+        if (ok) {
+          ids.set(key, orderId(reply)!);
+          keys.push(key);
+        }
+        return [reply];
+      },
+    },
+    {
+      name: 'peer: replay',
+      measures: 'the peer, key already used: its stored response',
+      workers: concurrency,
+      connections: concurrency,
+      orders: () => 0,
+      target,
+      units: (requests) => requests,
+      unit: async (client, _phase, index) => {
+        const key = keys[index % keys.length] ?? 'no-peer-execution-succeeded';
+        const reply = await client.send(create(key));
+        const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === 'true' && orderId(reply) === ids.get(key);
+        check.expect('peer: replay', ok, () => describeReply(reply));
+        return [reply];
       },
     },
   ];
