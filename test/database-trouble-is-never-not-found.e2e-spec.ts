@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import { fingerprint } from '@app/idempotency';
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { startApp } from './support/apps';
+import { logLine } from './support/observe';
 import { OrdersDb } from './support/orders-db';
 import { TcpProxy } from './support/tcp-proxy';
 import { testEnv } from './support/test-env';
@@ -113,14 +114,18 @@ describe('when the same scope is held by a transaction still in flight', () => {
     try {
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [order.id]);
-      const blocked = await client.cancelOrder(order.id, 'cancel', { reason: 'r' });
+      const blocked = await client.cancelOrder(order.id, 'cancel-key-in-no-log', { reason: 'reason-in-no-log' });
       expect(blocked.status).toBe(503);
       expect(blocked.body.type).toBe('/problems/service-unavailable');
+      // The 503 is logged with the database's diagnosis, never with the statement's values.
+      const logged = await logLine(suite.api, (line) => line.level === 50 && line.err?.code === '55P03');
+      expect(logged).toMatchObject({ problem: '/problems/service-unavailable', err: { message: expect.stringMatching(/lock timeout/) } });
+      expect(JSON.stringify(logged)).not.toMatch(new RegExp(`${tenantId}|cancel-key-in-no-log|reason-in-no-log|"parameters"`));
     } finally {
       await holder.query('ROLLBACK');
       await holder.end();
     }
     expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
-    expect((await client.cancelOrder(order.id, 'cancel', { reason: 'r' })).status).toBe(200);
+    expect((await client.cancelOrder(order.id, 'cancel-key-in-no-log', { reason: 'reason-in-no-log' })).status).toBe(200);
   });
 });

@@ -65,4 +65,19 @@ describe('parseConfig', () => {
       expect((error as Error).message).not.toContain('hunter2');
     }
   });
+
+  it.each([
+    ['postgres://app:hunter2@db.internal:notaport/orders', 'postgres://app:***@db.internal:notaport/orders'],
+    ['postgres://app:p@ss:w0rd@db.internal:5432/orders with a space', 'postgres://app:***@db.internal:5432/orders with a space'],
+    ['postgresql://:hunter2@/orders?host=/var/run/x y', 'postgresql://:***@/orders?host=/var/run/x y'],
+  ])('shows a malformed database URL without its password: %s', (url, shown) => {
+    const urlSchema = z.object({ ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders') });
+    try {
+      parseConfig(urlSchema, { ORDERS_DATABASE_URL: url });
+      throw new Error('expected a ConfigError');
+    } catch (error) {
+      expect((error as ConfigError).problems).toEqual([`ORDERS_DATABASE_URL: must be a postgres:// URL (got ${JSON.stringify(shown)})`]);
+      expect((error as Error).message).not.toMatch(/hunter2|p@ss|w0rd/);
+    }
+  });
 });

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ConfigService } from '@nestjs/config';
 import { LoggerModule } from 'nestjs-pino';
+import { serializeError } from './error-serializer';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
 /** What a caller's request id may look like; anything else (too long, spaces, control characters) is replaced. */
@@ -52,6 +53,8 @@ export function loggingModule(app: string) {
         level: config.get<string>('LOG_LEVEL') ?? 'info',
         genReqId: requestId,
         customAttributeKeys: { reqId: 'requestId' },
+        // Database errors log their diagnosis, never their statements' values (error-serializer.ts).
+        serializers: { err: serializeError },
         quietReqLogger: true,
         quietResLogger: true,
         customSuccessObject: (req: IncomingMessage, res: ServerResponse, fields: object) => ({ req, ...fields, ...completionFields(res) }),
