@@ -1,8 +1,9 @@
 import type { Response } from 'express';
 import { Counter } from 'prom-client';
-import { idempotentOperations } from '@app/contracts';
+import { idempotentOperations, Operations } from '@app/contracts';
 import { IdempotencyError, IdempotencyOutcome, IdempotentResponse } from '@app/idempotency';
 import { logOnCompletion } from '@app/platform';
+import type { AuthenticatedClient } from '../auth/api-client-cache';
 
 /** What became of an idempotent command: the log field `idempotencyOutcome` and the metric's `outcome` label. */
 export type CommandOutcome = IdempotencyOutcome | 'conflict' | 'in-progress';
@@ -18,12 +19,29 @@ const requests = new Counter({
 for (const operation of idempotentOperations) for (const outcome of OUTCOMES) requests.inc({ operation, outcome }, 0);
 
 /**
+ * Fields of stored answers that describe another order: only a client allowed `orders.read` sees
+ * them. The receipt keeps the answer whole (the scope is the tenant: a reader replaying the key sees
+ * them), and each answer, first or replayed, is cut to what its caller may read.
+ */
+const READER_ONLY_FIELDS: Record<string, string> = { 'ORDER.CUSTOMER_REF_USED': 'orderId', 'ORDER.ALREADY_CANCELLED': 'order' };
+
+export function visibleTo(client: AuthenticatedClient, body: unknown): unknown {
+  if (client.allowedOperations.includes(Operations.readOrders) || body === null || typeof body !== 'object') return body;
+  const field = READER_ONLY_FIELDS[String((body as { code?: unknown }).code)];
+  if (!field || !(field in body)) return body;
+  const { [field]: _hidden, ...visible } = body as Record<string, unknown>;
+  return visible;
+}
+
+/**
  * Runs an idempotent command, records its outcome (created, replayed, re-executed, conflict,
  * in-progress) on the request's log line and in `idempotency_requests_total`, with the outbox
- * message-ids it enqueued, and writes the response's status and headers. Returns the body for Nest.
+ * message-ids it enqueued, and writes the response's status and headers. Returns the body for Nest,
+ * as much of it as `client` may see.
  */
 export async function respondIdempotently(
   res: Response,
+  client: AuthenticatedClient,
   operation: string,
   run: () => Promise<IdempotentResponse>,
 ): Promise<unknown> {
@@ -43,7 +61,7 @@ export async function respondIdempotently(
   res.set(result.response.headers);
   res.set('Idempotency-Expires', result.expiresAt.toUTCString());
   if (result.outcome === 'replayed') res.set('Idempotent-Replayed', 'true');
-  return result.response.body;
+  return visibleTo(client, result.response.body);
 }
 
 function record(res: Response, operation: string, outcome: CommandOutcome): void {

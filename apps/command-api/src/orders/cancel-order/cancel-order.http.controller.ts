@@ -48,7 +48,8 @@ export class CancelOrderHttpController {
   @ApiResponse({
     status: 409,
     type: ProblemDoc,
-    description: 'Already cancelled (stored and replayed), or a request with this key is in progress.',
+    description:
+      'Already cancelled (stored and replayed; the `order` itself only for clients allowed orders.read), or a request with this key is in progress.',
     // Retry-After comes with "in progress", the idempotency headers with the stored outcome.
     headers: { ...retryAfter, ...idempotencyHeaders },
   })
@@ -61,7 +62,7 @@ export class CancelOrderHttpController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<unknown> {
-    return respondIdempotently(res, Operations.cancelOrder, () =>
+    return respondIdempotently(res, client, Operations.cancelOrder, () =>
       this.service.execute(client.tenantId, key, orderId, body.reason, commandContext(req, this.faultInjection)),
     );
   }

@@ -43,7 +43,9 @@ export class CreateOrderHttpController {
   @ApiResponse({
     status: 409,
     type: ProblemDoc,
-    description: 'customerRef already names an order of this tenant (`/problems/customer-ref-already-used`, stored and replayed).',
+    description:
+      'customerRef already names an order of this tenant (`/problems/customer-ref-already-used`, stored and replayed; ' +
+      '`orderId` names it for clients allowed orders.read only).',
     // Retry-After comes with "in progress", the idempotency headers with the stored outcome.
     headers: { ...retryAfter, ...idempotencyHeaders },
   })
@@ -55,7 +57,7 @@ export class CreateOrderHttpController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<unknown> {
-    return respondIdempotently(res, Operations.createOrder, () =>
+    return respondIdempotently(res, client, Operations.createOrder, () =>
       this.service.execute(client.tenantId, key, body, commandContext(req, this.faultInjection)),
     );
   }
