@@ -64,7 +64,7 @@ demo_idempotency_key="demo-$(date +%s)"
 cat <<MSG
 
 Running:
-  command-api   $api        (OpenAPI: $api/docs)
+  command-api   $api        (OpenAPI and /metrics on its management port: http://$host:${MANAGEMENT_PORT:-3100}/docs)
   outbox-relay  http://$host:${ports[outbox-relay]}
   fulfillment   http://$host:${ports[fulfillment]}
   notifier      http://$host:${ports[notifier]}     (signed webhooks to $WEBHOOK_URL)

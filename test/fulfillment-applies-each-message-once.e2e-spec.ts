@@ -23,7 +23,7 @@ function placed(tenantId: string, orderId = randomUUID(), quantity = 2) {
 }
 
 async function metric(app: RunningApp, outcome: string): Promise<number> {
-  const text = await (await fetch(`${app.url}/metrics`)).text();
+  const text = await (await fetch(`${app.managementUrl}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`fulfillment_messages_total{outcome="${outcome}"}`));
   return Number(line?.split(' ')[1] ?? 0);
 }

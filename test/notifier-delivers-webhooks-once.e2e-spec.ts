@@ -78,7 +78,7 @@ describe('the notifier delivers each order event as a signed webhook, once per m
   let app: RunningApp;
 
   async function metric(name: string, labels: string): Promise<number> {
-    const text = await (await fetch(`${app.url}/metrics`)).text();
+    const text = await (await fetch(`${app.managementUrl}/metrics`)).text();
     const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
     return Number(line?.split(' ')[1] ?? 0);
   }

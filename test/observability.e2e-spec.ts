@@ -99,7 +99,7 @@ describe('observability', () => {
           ...metrics,
         ]),
       });
-      const doc = (await http(`${apps[name].url}/docs-json`)).body;
+      const doc = (await http(`${apps[name].managementUrl}/docs-json`)).body;
       expect({ name, metricsDocumented: Object.keys(doc.paths).includes('/metrics') }).toEqual({ name, metricsDocumented: false });
     }
   });

@@ -36,7 +36,7 @@ describe('the OpenAPI document of the command API', () => {
 
   beforeAll(async () => {
     api = await startApp('command-api');
-    const response = await http(`${api.url}/docs-json`);
+    const response = await http(`${api.managementUrl}/docs-json`);
     expect(response.status).toBe(200);
     expect(response.headers['content-type']).toMatch(/^application\/json/);
     doc = response.body;
@@ -90,13 +90,20 @@ describe('the OpenAPI document of the command API', () => {
     expect(parameters).toEqual(expect.arrayContaining([expect.objectContaining({ name: REQUEST_ID, in: 'header', required: false })]));
   });
 
+  it('is served with its UI on the management port only, with "try it out" aimed at the public port', async () => {
+    expect(api.managementUrl).not.toBe(api.url);
+    for (const path of ['/docs', '/docs-json', '/metrics']) expect((await http(`${api.url}${path}`)).status).toBe(404);
+    expect((await http(`${api.managementUrl}/metrics`)).text).toMatch(/^# HELP /m);
+    expect(doc.servers).toEqual([{ url: api.url }]);
+  });
+
   it('is an OpenAPI 3 document that serves its UI at /docs and says errors are problem+json', async () => {
     expect(doc.openapi).toMatch(/^3\./);
     expect(doc.info.title).toBe('command-api');
     expect(doc.info.description).toMatch(/Idempotency-Key/);
     expect(doc.info.description).toMatch(/application\/problem\+json/);
     expect(doc.components.securitySchemes).toMatchObject({ bearer: { type: 'http', scheme: 'bearer' } });
-    const ui = await http(`${api.url}/docs`);
+    const ui = await http(`${api.managementUrl}/docs`);
     expect(ui.status).toBe(200);
     expect(ui.headers['content-type']).toMatch(/^text\/html/);
   });

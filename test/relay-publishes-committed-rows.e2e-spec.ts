@@ -115,7 +115,7 @@ describe('the outbox relay', () => {
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(messageIds(read.messages)).not.toContain(huge);
       expect(messageIds(read.messages)).not.toContain(behindHuge);
-      const metrics = await (await fetch(`${relay.url}/metrics`)).text();
+      const metrics = await (await fetch(`${relay.managementUrl}/metrics`)).text();
       expect(metrics).toMatch(/^outbox_parked_messages [1-9]/m);
       expect(metrics).toMatch(/^outbox_rejected_total [1-9]/m);
     } finally {

@@ -7,7 +7,7 @@ import { TestBroker } from './support/test-broker';
 import { TopicReader } from './support/topic-reader';
 
 async function metric(app: RunningApp, name: string): Promise<number> {
-  const text = await (await fetch(`${app.url}/metrics`)).text();
+  const text = await (await fetch(`${app.managementUrl}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return Number(line?.split(' ')[1] ?? NaN);
 }

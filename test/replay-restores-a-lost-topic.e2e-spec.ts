@@ -27,7 +27,7 @@ describe('outbox:replay after the broker lost the topic', () => {
   let kafka: Kafka;
 
   async function duplicates(app: 'fulfillment' | 'notifier'): Promise<number> {
-    const text = await (await fetch(`${apps[app].url}/metrics`)).text();
+    const text = await (await fetch(`${apps[app].managementUrl}/metrics`)).text();
     const line = text.split('\n').find((l) => l.startsWith(`${app}_messages_total{outcome="duplicate"}`));
     return Number(line?.split(' ')[1] ?? 0);
   }

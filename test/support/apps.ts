@@ -15,6 +15,9 @@ const portVariable: Record<AppName, string> = {
   'webhook-receiver': 'WEBHOOK_RECEIVER_PORT',
 };
 
+/** Apps that serve /metrics and /docs on a management port of their own (MANAGEMENT_PORT). */
+const managed = new Set<AppName>(['command-api', 'webhook-receiver']);
+
 export interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -22,6 +25,8 @@ export interface Exit {
 
 export interface RunningApp {
   url: string;
+  /** Where /metrics and /docs are: the management port, or `url` for an app without one. */
+  managementUrl: string;
   process: ChildProcess;
   /** Everything the app wrote so far, for assertions and for failure messages. */
   output(): string;
@@ -32,9 +37,17 @@ export interface RunningApp {
 /** Runs an app's real entry point from source as its own process, on a free port, and waits until it is live. */
 export async function startApp(app: AppName, env: Record<string, string> = {}, { nodeArgs = [] as string[] } = {}): Promise<RunningApp> {
   const port = await freePort();
+  const managementPort = managed.has(app) ? await freePort() : port;
   const child = spawn(process.execPath, [...nodeArgs, ...entryArgs(`apps/${app}/src/main.ts`)], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'info', ...env, [portVariable[app]]: String(port), HOST: '127.0.0.1' },
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'info',
+      ...env,
+      [portVariable[app]]: String(port),
+      ...(managed.has(app) ? { MANAGEMENT_PORT: String(managementPort) } : {}),
+      HOST: '127.0.0.1',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -43,6 +56,7 @@ export async function startApp(app: AppName, env: Record<string, string> = {}, {
   const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const running: RunningApp = {
     url: `http://127.0.0.1:${port}`,
+    managementUrl: `http://127.0.0.1:${managementPort}`,
     process: child,
     output: () => output,
     stop: async (signal = 'SIGTERM') => {

@@ -38,7 +38,7 @@ export function orderPlaced(tenantId: string, options: PlacedOptions = {}): Orde
 
 /** One sample of a Prometheus counter or gauge the app exposes (0 when it has none yet). */
 export async function appMetric(app: RunningApp, name: string, labels = ''): Promise<number> {
-  const text = await (await fetch(`${app.url}/metrics`)).text();
+  const text = await (await fetch(`${app.managementUrl}/metrics`)).text();
   const prefix = labels ? `${name}{${labels}} ` : `${name} `;
   const line = text.split('\n').find((l) => l.startsWith(prefix));
   return Number(line?.slice(prefix.length) ?? 0);

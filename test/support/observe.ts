@@ -3,7 +3,7 @@ import { http } from './http';
 
 /** One scrape of an app's /metrics, without credentials (Prometheus sends none). */
 export async function scrape(app: RunningApp): Promise<{ status: number; contentType: string; text: string }> {
-  const response = await http(`${app.url}/metrics`);
+  const response = await http(`${app.managementUrl}/metrics`);
   return { status: response.status, contentType: String(response.headers['content-type']), text: response.text };
 }
 

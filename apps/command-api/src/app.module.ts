@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ApiClient } from '@app/api-clients';
-import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { AuthModule } from './auth/auth.module';
 import { CommandApiConfig, commandApiConfig } from './config';
 import { Order } from './orders/order.entity';
@@ -26,7 +26,6 @@ import { ReceiptsModule } from './receipts/receipts.module';
           statementTimeoutMs: config.get('DATABASE_STATEMENT_TIMEOUT_MS', { infer: true }),
         }),
     }),
-    MetricsModule,
     HealthModule.register({
       database: 'orders',
       kafka: (config) => config.getOrThrow<boolean>('READINESS_REQUIRES_KAFKA'),

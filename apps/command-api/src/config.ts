@@ -10,6 +10,8 @@ export const commandApiConfig = z
     LOG_LEVEL: envFields.logLevel,
     HOST: envFields.host,
     COMMAND_API_PORT: envFields.port(3000),
+    /** /metrics and /docs are served here, not on the public port (firewall it like any internal port). */
+    MANAGEMENT_PORT: envFields.port(3100),
     ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
     DATABASE_POOL_SIZE: envFields.poolSize,
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),

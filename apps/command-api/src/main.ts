@@ -7,7 +7,7 @@ void runHttpApp({
   name: 'command-api',
   module: AppModule,
   schema: commandApiConfig,
-  listen: (config) => ({ host: config.HOST, port: config.COMMAND_API_PORT }),
+  listen: (config) => ({ host: config.HOST, port: config.COMMAND_API_PORT, managementPort: config.MANAGEMENT_PORT }),
   // Bodies are parsed only after authentication and authorisation (JsonBodyGuard, after ApiKeyGuard).
   bodyParser: false,
   problems: [commandApiProblems],

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { WebhookReceiverConfig, webhookReceiverConfig } from './config';
 import { OrderWebhooksHttpController } from './webhooks/order-webhooks.http.controller';
 import { ReceiveOrderWebhookService } from './webhooks/receive-order-webhook.service';
@@ -23,7 +23,6 @@ import { WebhookVerifier } from './webhooks/webhook-verifier';
           statementTimeoutMs: 4_000,
         }),
     }),
-    MetricsModule,
     HealthModule.register({ database: 'webhook_receiver' }),
   ],
   controllers: [OrderWebhooksHttpController],

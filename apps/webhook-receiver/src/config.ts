@@ -8,6 +8,8 @@ export const webhookReceiverConfig = z
     LOG_LEVEL: envFields.logLevel,
     HOST: envFields.host,
     WEBHOOK_RECEIVER_PORT: envFields.port(3004),
+    /** /metrics and /docs are served here, not on the public port (firewall it like any internal port). */
+    MANAGEMENT_PORT: envFields.port(3104),
     WEBHOOK_RECEIVER_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/webhook_receiver'),
     DATABASE_POOL_SIZE: envFields.poolSize,
     /** The endpoint's signing secrets. Required in production; elsewhere DEVELOPMENT_WEBHOOK_SECRET. */

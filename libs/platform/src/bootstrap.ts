@@ -10,14 +10,18 @@ import { answerUnparseableRequestsAsProblems } from './http/client-error';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
 import { REQUEST_ID, REQUEST_ID_HEADER } from './logging/logging.module';
+import { serveManagement } from './management';
 import { observeHttpDuration } from './metrics/http-metrics';
 
 export interface HttpAppOptions<S extends z.ZodType> {
   name: string;
   module: Type<unknown>;
   schema: S;
-  /** Picks the listening address out of the validated config. */
-  listen: (config: z.infer<S>) => { host: string; port: number };
+  /**
+   * Picks the listening address out of the validated config; with `managementPort`, `/metrics` and
+   * `/docs` are served there instead of on the public port (serveManagement).
+   */
+  listen: (config: z.infer<S>) => { host: string; port: number; managementPort?: number };
   /** Adds the app's own OpenAPI details; `/docs` is served for every HTTP app. */
   describe?: (builder: DocumentBuilder) => DocumentBuilder;
   /** Maps the app's own error types to problems (database outages are mapped for every app). */
@@ -46,12 +50,17 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
     abortOnError: false,
     bodyParser: options.bodyParser ?? true,
   });
-  configureHttpApp(app, options);
+  const { host, port, managementPort } = options.listen(config);
+  const document = configureHttpApp(app, { ...options, serveDocs: managementPort === undefined });
   guardDatabaseConnections(app);
-  const { host, port } = options.listen(config);
   answerUnparseableRequestsAsProblems(app.getHttpServer());
   await app.listen(port, host);
-  app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
+  if (managementPort !== undefined) {
+    const management = await serveManagement(app, { host, port: managementPort, document });
+    app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}, /metrics and /docs on ${await management.getUrl()}`);
+  } else {
+    app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
+  }
   return app;
 }
 
@@ -66,11 +75,15 @@ function guardDatabaseConnections(app: INestApplication): void {
   keepLateConnectionErrorsFromCrashing(dataSource);
 }
 
-/** What every HTTP app (and every in-process test of one) gets: pino logs, request durations, problem+json errors, `/docs`, shutdown hooks. */
+/**
+ * What every HTTP app gets: pino logs, request durations, problem+json errors, shutdown hooks, and its
+ * OpenAPI document (returned), served at `/docs` on this app unless `serveDocs` is false (the
+ * management port serves it then).
+ */
 export function configureHttpApp(
   app: INestApplication,
-  options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe' | 'problems'>,
-): INestApplication {
+  options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe' | 'problems'> & { serveDocs?: boolean },
+): OpenAPIObject {
   app.useLogger(app.get(Logger));
   const express = app.getHttpAdapter().getInstance() as { disable?: (setting: string) => void };
   express.disable?.('x-powered-by');
@@ -82,9 +95,9 @@ export function configureHttpApp(
   app.useGlobalFilters(new ProblemDetailsFilter(options.problems));
   app.enableShutdownHooks();
   const builder = new DocumentBuilder().setTitle(options.name).setVersion('1');
-  const document = SwaggerModule.createDocument(app, (options.describe?.(builder) ?? builder).build());
-  SwaggerModule.setup('docs', app, withRequestIds(errorsAsProblemJson(document)));
-  return app;
+  const document = withRequestIds(errorsAsProblemJson(SwaggerModule.createDocument(app, (options.describe?.(builder) ?? builder).build())));
+  if (options.serveDocs ?? true) SwaggerModule.setup('docs', app, document);
+  return document;
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;

@@ -1,0 +1,28 @@
+import { INestApplication, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { Logger } from 'nestjs-pino';
+import { MetricsModule } from './metrics/metrics.module';
+
+@Module({ imports: [MetricsModule] })
+class ManagementModule {}
+
+/**
+ * The management port of an HTTP app: `/metrics` (Prometheus text) and `/docs` (the OpenAPI UI,
+ * `/docs-json`), on an address of their own so that the public port serves only the API and `/health`
+ * (which load balancers probe). Firewall it like any internal port. Closes when the app closes.
+ */
+export async function serveManagement(
+  app: INestApplication,
+  { host, port, document }: { host: string; port: number; document: OpenAPIObject },
+): Promise<INestApplication> {
+  const management = await NestFactory.create(ManagementModule, { bufferLogs: true, abortOnError: false });
+  management.useLogger(app.get(Logger));
+  const express = management.getHttpAdapter().getInstance() as { disable?: (setting: string) => void };
+  express.disable?.('x-powered-by');
+  // "Try it out" goes to the API's own address, not to this port.
+  SwaggerModule.setup('docs', management, { ...document, servers: [{ url: await app.getUrl() }] });
+  await management.listen(port, host);
+  (app.getHttpServer() as NodeJS.EventEmitter).once('close', () => void management.close());
+  return management;
+}
