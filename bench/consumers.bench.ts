@@ -22,7 +22,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Admin, Consumer, EachBatchPayload, Kafka, Message } from 'kafkajs';
+import { Admin, Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
 import { Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
 import { orderedProducer } from '@app/platform';
@@ -30,6 +30,7 @@ import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
 import { ensureServiceTopics, testKafka } from '../test/support/kafka';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
+import { BARE_GROUP, BareConsumer, createBareTables } from './bare-consumer';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { flameGraph } from './flame-graph';
@@ -37,7 +38,6 @@ import { integer } from './options';
 import { BenchResult, BenchSection, UsageError } from './section';
 
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
-const BARE_GROUP = 'bench-bare-consumer';
 const SEND_BATCH = 500;
 
 interface Options {
@@ -160,83 +160,6 @@ async function pointGroupAt(admin: Admin, groupId: string, backlog: Backlog): Pr
   }
 }
 
-/**
- * The baseline: what kafkajs and PostgreSQL do with no framework. One transaction per fetched batch
- * (the inbox rows ON CONFLICT DO NOTHING, then a shipment for each new one), offsets committed after
- * the database commit.
- */
-class BareConsumer {
-  private consumer?: Consumer;
-
-  constructor(
-    private readonly kafka: Kafka,
-    private readonly pool: Pool,
-  ) {}
-
-  async start(): Promise<void> {
-    this.consumer = this.kafka.consumer({ groupId: BARE_GROUP, allowAutoTopicCreation: false, maxWaitTimeInMs: 1_000 });
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topic: Topics.orderEvents, fromBeginning: true });
-    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
-  }
-
-  async stop(): Promise<void> {
-    await this.consumer?.disconnect();
-  }
-
-  private async onBatch({ batch, resolveOffset, heartbeat }: EachBatchPayload): Promise<void> {
-    if (batch.messages.length === 0) return;
-    const ids: string[] = [];
-    const offsets: string[] = [];
-    const types: string[] = [];
-    const tenants: string[] = [];
-    const orders: string[] = [];
-    const skus: string[] = [];
-    const quantities: number[] = [];
-    for (const message of batch.messages) {
-      const payload = JSON.parse(message.value!.toString()) as OrderPlacedV1;
-      ids.push(message.headers![Headers.messageId]!.toString());
-      types.push(message.headers![Headers.eventType]!.toString());
-      offsets.push(message.offset);
-      tenants.push(payload.tenantId);
-      orders.push(payload.orderId);
-      skus.push(payload.sku);
-      quantities.push(payload.quantity);
-    }
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const { rows } = await client.query<{ message_id: string }>(
-        /* sql */ `
-        INSERT INTO bare_inbox (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
-        SELECT 'bare', id, $2, $3, o, t, 'applied' FROM unnest($1::uuid[], $4::bigint[], $5::text[]) AS m(id, o, t)
-        ON CONFLICT (consumer, message_id) DO NOTHING
-        RETURNING message_id`,
-        [ids, batch.topic, batch.partition, offsets, types],
-      );
-      await client.query(
-        /* sql */ `
-        INSERT INTO bare_shipments (id, tenant_id, order_id, sku, quantity, status, message_id)
-        SELECT gen_random_uuid(), tenant, order_id, sku, quantity, 'pending', id
-        FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::int[]) AS m(id, tenant, order_id, sku, quantity)
-        WHERE id = ANY($6::uuid[])
-        ON CONFLICT (tenant_id, order_id) DO NOTHING`,
-        [ids, tenants, orders, skus, quantities, rows.map((row) => row.message_id)],
-      );
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
-    const last = batch.messages[batch.messages.length - 1].offset;
-    await this.consumer!.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
-    resolveOffset(last);
-    await heartbeat();
-  }
-}
-
 /** Where a consumer's effects and inbox rows are, to count and time them. */
 interface Effects {
   pool: Pool;
@@ -325,10 +248,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const problems: string[] = [];
   const fulfillmentPool = new Pool({ connectionString: benchFulfillmentUrl, max: 4 });
   const notifierPool = new Pool({ connectionString: benchNotifierUrl, max: 2 });
-  // The baseline's tables sit beside fulfillment's, shaped like them (same keys and indexes).
-  await fulfillmentPool.query(/* sql */ `
-    CREATE TABLE bare_inbox (LIKE inbox_messages INCLUDING ALL);
-    CREATE TABLE bare_shipments (LIKE shipments INCLUDING ALL)`);
+  await createBareTables(fulfillmentPool);
   const kafka = testKafka('bench-consumers');
   const admin = kafka.admin();
   const receiver = new WebhookReceiver();
@@ -443,7 +363,7 @@ function writeProfile(dir: string, out: string): void {
 
 interface Summary {
   name: string;
-  /** The median round (the better of two): rounds alternate, so the machine's noise hits both sides. */
+  /** The median of the rounds (of two: their mean). Rounds alternate, so the machine's noise hits both sides. */
   perSecond: number;
   vsBaseline: number;
   firstToLastPerSecond: number;
@@ -453,7 +373,8 @@ function summarise(results: Drained[]): Summary[] {
   const names = [...new Set(results.map((r) => r.name))];
   const median = (values: number[]) => {
     const sorted = [...values].sort((a, b) => a - b);
-    return sorted[Math.floor(sorted.length / 2)];
+    const middle = Math.floor(sorted.length / 2);
+    return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
   };
   return names.map((name) => {
     const mine = results.filter((r) => r.name === name);
