@@ -5,6 +5,9 @@
 #                                      --requests N, --concurrency N, --json
 #   npm run bench -- webhooks [args]   webhook delivery (bench/webhooks.bench.ts; PostgreSQL and the
 #                                      tests' Kafka broker): --deliveries N, --rate N, --seconds N, --json
+#   npm run bench -- relay [args]      the outbox relay vs a bare kafkajs producer (bench/relay.bench.ts;
+#                                      PostgreSQL and the tests' Kafka broker): --rows N, --rounds N,
+#                                      --instances 1,2,4, --pile N, --no-peer, --json, --profile out.svg
 #   npm run bench -- consumers [args]  consumers draining a backlog (bench/consumers.bench.ts; PostgreSQL and
 #                                      the tests' broker): --events N, --rounds N, --no-notifier, --json,
 #                                      --profile <fulfillment.svg>
@@ -23,10 +26,11 @@ which="${1:-all}"
 case "$which" in
   commands) shift; exec "${node_ts[@]}" bench/command-path.bench.ts "$@" ;;
   webhooks) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/webhooks.bench.ts "$@" ;;
+  relay) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/relay.bench.ts "$@" ;;
   consumers) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/consumers.bench.ts "$@" ;;
   all) [ $# -gt 0 ] && shift ;;
   -*) ;; # options without a name: the command path, as before
-  *) echo "bench: unknown benchmark \"$which\" (commands, webhooks, consumers, or none for commands and webhooks)" >&2; exit 2 ;;
+  *) echo "bench: unknown benchmark \"$which\" (commands, webhooks, consumers, relay, or none for commands and webhooks)" >&2; exit 2 ;;
 esac
 if [[ "$which" == -* ]]; then exec "${node_ts[@]}" bench/command-path.bench.ts "$@"; fi
 "${node_ts[@]}" bench/command-path.bench.ts

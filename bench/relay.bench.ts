@@ -1,0 +1,631 @@
+/**
+ * `npm run bench -- relay`: how fast apps/outbox-relay drains committed outbox rows into Kafka, as a
+ * ratio to a bare kafkajs producer sending the same messages with the same settings in the same run.
+ *
+ * Each round (`--rounds`, alternating so the machine's noise cancels):
+ * 1. baseline: a bare producer (idempotent, acks -1, one request in flight, batches of RELAY_BATCH_SIZE,
+ *    the relay's partitioner) sends the round's N messages (same keys, values and headers as the relay
+ *    would send) to a fresh topic.
+ * 2. for each instance count (`--instances`): that many real relay processes, idle and owning every
+ *    shard between them, then N outbox rows shaped like the command API's (OrderPlaced, a quarter of the
+ *    orders with an OrderCancelled some rows later) committed in one statement; timed from that commit
+ *    to the moment no row is left unpublished (polled on the database every 10 ms). The topic is then
+ *    read back: every message-id arrived, duplicates counted, each key's messages in outbox order.
+ * Then "piled up": P rows published the way the relay publishes them (their unpublished-index entries
+ *    left dead, no vacuum in between), the claim's plan explained, and a fresh N drained by one relay.
+ * Then the B5 peer: pg-transactional-outbox 0.5.7 polling its own table (bench/peers/pg-transactional-outbox.ts).
+ * Exit 0 when nothing was lost, duplicated or out of order, 1 otherwise, 2 on bad usage.
+ */
+import { benchOrdersUrl } from './bench-env'; // first: it points test/support at the bench databases
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Kafka, Message } from 'kafkajs';
+import { Pool } from 'pg';
+import { OrderEventTypes, Topics } from '@app/contracts';
+import { keyHash, OutboxRow, toKafkaMessage } from '@app/outbox';
+import { orderedProducer } from '@app/platform';
+import { RunningApp, startApp } from '../test/support/apps';
+import { buildForTests } from '../test/support/build';
+import { testKafka } from '../test/support/kafka';
+import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
+import { describeMachine, Machine, runAsMain } from './cli';
+import { flameGraph } from './flame-graph';
+import { integer } from './options';
+import { PEER_BATCH_SIZE, PEER_LOCK_MS, PEER_POLL_MS, PEER_TABLE, setupPeerOutbox } from './peers/pg-transactional-outbox';
+import { BenchResult, BenchSection, UsageError } from './section';
+
+/** The relay's defaults (apps/outbox-relay/src/config.ts), spelt out so the baseline uses the same. */
+const BATCH_SIZE = 500;
+const SHARDS = 16;
+const PARTITIONS = 6;
+const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
+
+interface Options {
+  rows: number;
+  rounds: number;
+  instances: number[];
+  pile: number;
+  peer: boolean;
+  json: boolean;
+  profile?: string;
+}
+
+export const usage =
+  'usage: npm run bench -- relay [--rows N (100-1000000, default 20000)] [--rounds N (1-10, default 2)] [--instances 1,2,4] ' +
+  '[--pile N (0-2000000, default 100000)] [--no-peer] [--json] [--profile <out.svg> (one relay under --cpu-prof)]';
+
+function parseOptions(argv: string[]): Options {
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        rows: { type: 'string' },
+        rounds: { type: 'string' },
+        instances: { type: 'string' },
+        pile: { type: 'string' },
+        'no-peer': { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        profile: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+    const rows = integer('--rows', values.rows, 20_000, 100, 1_000_000);
+    const rounds = integer('--rounds', values.rounds, 2, 1, 10);
+    const pile = integer('--pile', values.pile, 100_000, 0, 2_000_000);
+    for (const value of [rows, rounds, pile]) if (typeof value === 'string') throw new UsageError(value);
+    const instances = (values.instances ?? '1,2,4').split(',').map((text) => integer('--instances', text, 1, 1, SHARDS));
+    const bad = instances.find((value) => typeof value === 'string');
+    if (bad !== undefined) throw new UsageError(`${bad} (a comma-separated list)`);
+    if (values.profile !== undefined && !values.profile.endsWith('.svg')) throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
+    return {
+      rows: rows as number,
+      rounds: rounds as number,
+      instances: [...new Set(instances as number[])],
+      pile: pile as number,
+      peer: !values['no-peer'],
+      json: values.json,
+      profile: values.profile,
+    };
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError((error as Error).message.split('\n')[0]);
+  }
+}
+
+/** One round's messages: the rows a relay finds in the outbox, in sequence order. */
+interface Workload {
+  topic: string;
+  tenantId: string;
+  rows: OutboxRow[];
+  /** Each key's message-ids in outbox order. */
+  byKey: Map<string, string[]>;
+}
+
+/**
+ * N rows as the command API writes them: OrderPlaced for fresh orders, and for every fourth order an
+ * OrderCancelled about 40 rows later (same key, so its order is checked on the topic).
+ */
+function workload(n: number, topic: string): Workload {
+  const tenantId = `bench-${randomUUID().slice(0, 8)}`;
+  const rows: OutboxRow[] = [];
+  const pending: { at: number; orderId: string }[] = [];
+  const now = new Date();
+  const row = (orderId: string, type: string, payload: object): OutboxRow => ({
+    id: randomUUID(),
+    sequence: String(rows.length),
+    topic,
+    message_key: orderId,
+    event_type: type,
+    event_version: 1,
+    tenant_id: tenantId,
+    payload,
+    headers: { traceparent: `00-${randomUUID().replace(/-/g, '')}-${randomUUID().replace(/-/g, '').slice(0, 16)}-01` },
+    created_at: now,
+  });
+  while (rows.length < n) {
+    if (pending.length && pending[0].at <= rows.length) {
+      const { orderId } = pending.shift()!;
+      rows.push(row(orderId, OrderEventTypes.cancelled, { orderId, tenantId, reason: 'changed my mind', cancelledAt: now.toISOString() }));
+      continue;
+    }
+    const orderId = randomUUID();
+    rows.push(row(orderId, OrderEventTypes.placed, { orderId, tenantId, sku: `SKU-${rows.length % 97}`, quantity: 1 + (rows.length % 5), customerRef: null, placedAt: now.toISOString() }));
+    if (rows.length % 4 === 0) pending.push({ at: rows.length + 40, orderId });
+  }
+  const byKey = new Map<string, string[]>();
+  for (const r of rows) byKey.set(r.message_key, [...(byKey.get(r.message_key) ?? []), r.id]);
+  return { topic, tenantId, rows, byKey };
+}
+
+async function createTopic(kafka: Kafka, topic: string): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS }], waitForLeaders: true });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** The baseline: the same messages through a bare producer with the relay's settings, batch after batch. */
+async function bareProducer(kafka: Kafka, work: Workload): Promise<number> {
+  const producer = orderedProducer(kafka);
+  await producer.connect();
+  try {
+    const messages: Message[] = work.rows.map(toKafkaMessage);
+    const started = performance.now();
+    for (let i = 0; i < messages.length; i += BATCH_SIZE) {
+      await producer.sendBatch({ acks: -1, topicMessages: [{ topic: work.topic, messages: messages.slice(i, i + BATCH_SIZE) }] });
+    }
+    return (performance.now() - started) / 1000;
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** Inserts the rows in one statement (one commit, one NOTIFY), in sequence order. */
+async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<void> {
+  for (let i = 0; i < rows.length; i += 50_000) {
+    const part = rows.slice(i, i + 50_000);
+    await db.query(
+      /* sql */ `
+      INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers, published_at)
+      SELECT id, topic, key, hash, type, 1, tenant, payload, headers, CASE WHEN $10 THEN now() END
+      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[], $9::int[])
+           AS r(id, topic, key, hash, type, tenant, payload, headers, n)
+      ORDER BY n`,
+      [
+        part.map((r) => r.id),
+        part.map((r) => r.topic),
+        part.map((r) => r.message_key),
+        part.map((r) => keyHash(r.message_key)),
+        part.map((r) => r.event_type),
+        part.map((r) => r.tenant_id),
+        part.map((r) => JSON.stringify(r.payload)),
+        part.map((r) => JSON.stringify(r.headers)),
+        part.map((_, n) => n),
+        published,
+      ],
+    );
+  }
+}
+
+/** Seeds the workload and waits until no row is left unpublished: seconds from the seed's commit. */
+async function drain(db: Pool, work: Workload): Promise<number> {
+  await seed(db, work.rows);
+  const committed = performance.now();
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const { rows } = await db.query(/* sql */ `SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL`);
+    if (rows[0].n === 0) return (performance.now() - committed) / 1000;
+    if (Date.now() > deadline) throw new Error(`not drained in 10 minutes: ${rows[0].n} rows left`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+interface Check {
+  missing: number;
+  duplicates: number;
+  keysOutOfOrder: number;
+}
+
+/** Reads the topic from the beginning: every message-id once, each key's messages in outbox order. */
+async function readBack(kafka: Kafka, work: Workload, timeoutMs = 120_000): Promise<Check> {
+  const consumer = kafka.consumer({ groupId: `bench-relay-check-${randomUUID()}`, allowAutoTopicCreation: false });
+  const arrived = new Map<string, string[]>();
+  const seen = new Map<string, number>();
+  let count = 0;
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic: work.topic, fromBeginning: true });
+    await consumer.run({
+      eachBatch: async ({ batch }) => {
+        for (const message of batch.messages) {
+          const id = message.headers?.['message-id']?.toString() ?? '';
+          const key = message.key?.toString() ?? '';
+          seen.set(id, (seen.get(id) ?? 0) + 1);
+          arrived.set(key, [...(arrived.get(key) ?? []), id]);
+          count++;
+        }
+      },
+    });
+    const deadline = Date.now() + timeoutMs;
+    let last = -1;
+    let quietSince = Date.now();
+    // Until every id arrived and nothing more came for a second (duplicates arrive late, if at all).
+    while (Date.now() < deadline) {
+      if (count !== last) [last, quietSince] = [count, Date.now()];
+      if (seen.size >= work.rows.length && Date.now() - quietSince > 1_000) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    await consumer.disconnect();
+  }
+  let missing = 0;
+  let duplicates = 0;
+  let keysOutOfOrder = 0;
+  for (const r of work.rows) {
+    const times = seen.get(r.id) ?? 0;
+    if (times === 0) missing++;
+    if (times > 1) duplicates += times - 1;
+  }
+  for (const [key, ids] of work.byKey) {
+    // Redelivered duplicates may repeat earlier ids; the order is that of each id's first arrival.
+    const firsts = [...new Set(arrived.get(key) ?? [])];
+    if (firsts.join() !== ids.filter((id) => seen.has(id)).join()) keysOutOfOrder++;
+  }
+  return { missing, duplicates, keysOutOfOrder };
+}
+
+/** Starts `count` relays and waits until they own every shard between them, each its fair share. */
+async function startRelays(db: Pool, count: number, nodeArgs: string[] = []): Promise<RunningApp[]> {
+  const relays: RunningApp[] = [];
+  for (let i = 0; i < count; i++) {
+    relays.push(
+      await startApp(
+        'outbox-relay',
+        {
+          LOG_LEVEL: 'warn',
+          ORDERS_DATABASE_URL: benchOrdersUrl,
+          RELAY_BATCH_SIZE: String(BATCH_SIZE),
+          RELAY_SHARDS: String(SHARDS),
+          RELAY_HEARTBEAT_MS: '500',
+          OUTBOX_CLEANUP_INTERVAL_SECONDS: '0',
+        },
+        { nodeArgs },
+      ),
+    );
+  }
+  const fair = Math.ceil(SHARDS / count);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const { rows } = await db.query<{ n: number; owned: number; most: number }>(/* sql */ `
+      SELECT count(*)::int AS n, coalesce(sum(cardinality(shards)), 0)::int AS owned, coalesce(max(cardinality(shards)), 0)::int AS most
+      FROM outbox_relay_instances WHERE heartbeat_at > now() - interval '3 seconds'`);
+    if (rows[0].n === count && rows[0].owned === SHARDS && rows[0].most <= fair) return relays;
+    if (Date.now() > deadline) throw new Error(`relays did not share the shards within 60 s: ${JSON.stringify(rows[0])}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function stopRelays(relays: RunningApp[], problems: string[]): Promise<void> {
+  for (const relay of relays) {
+    const exit = await relay.stop();
+    if (exit.code !== 0 && exit.signal !== 'SIGTERM') problems.push(`a relay exited with ${exit.code ?? exit.signal}:\n${relay.output().slice(-2_000)}`);
+  }
+}
+
+/** The peer's run: its own table, seeded with the same messages, drained by its polling listener. */
+async function peerDrain(db: Pool, kafka: Kafka, work: Workload, problems: string[]): Promise<{ seconds: number; check: Check } | { error: string }> {
+  await setupPeerOutbox(benchOrdersUrl);
+  let child: ChildProcess | undefined;
+  try {
+    child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'peers', 'pg-transactional-outbox.ts')], {
+      cwd: join(__dirname, '..'),
+      env: { ...process.env, PEER_DATABASE_URL: benchOrdersUrl, PEER_KAFKA_BROKERS: process.env.KAFKA_BROKERS!, PEER_TOPIC: work.topic },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stderr!.on('data', (chunk) => (output += chunk));
+    await new Promise<void>((resolve, reject) => {
+      child!.stdout!.on('data', (chunk) => {
+        output += chunk;
+        if (String(chunk).includes('ready')) resolve();
+      });
+      child!.once('exit', (code) => reject(new Error(`the peer exited with ${code} before it was ready:\n${output.slice(-2_000)}`)));
+    });
+    await db.query(
+      /* sql */ `
+      INSERT INTO ${PEER_TABLE} (id, aggregate_type, aggregate_id, message_type, segment, concurrency, payload, metadata)
+      SELECT id, 'order', key, type, key, 'sequential', payload, headers
+      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::int[]) AS r(id, key, type, payload, headers, n)
+      ORDER BY n`,
+      [
+        work.rows.map((r) => r.id),
+        work.rows.map((r) => r.message_key),
+        work.rows.map((r) => r.event_type),
+        work.rows.map((r) => JSON.stringify(r.payload)),
+        work.rows.map((r) => JSON.stringify(toKafkaMessage(r).headers)),
+        work.rows.map((_, n) => n),
+      ],
+    );
+    const committed = performance.now();
+    const deadline = Date.now() + 900_000;
+    for (;;) {
+      const { rows } = await db.query(/* sql */ `SELECT count(*)::int AS n FROM ${PEER_TABLE} WHERE processed_at IS NULL AND abandoned_at IS NULL`);
+      if (rows[0].n === 0) break;
+      if (child.exitCode !== null) return { error: `the peer exited with ${child.exitCode}: ${output.slice(-1_000)}` };
+      if (Date.now() > deadline) return { error: `the peer had not drained ${work.rows.length} rows after 15 minutes (${rows[0].n} left)` };
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const seconds = (performance.now() - committed) / 1000;
+    const { rows: abandoned } = await db.query(`SELECT count(*)::int AS n FROM ${PEER_TABLE} WHERE abandoned_at IS NOT NULL`);
+    if (abandoned[0].n) problems.push(`peer: ${abandoned[0].n} messages abandoned; its last words: ${output.slice(-1_500)}`);
+    return { seconds, check: await readBack(kafka, work) };
+  } catch (error) {
+    return { error: (error as Error).message.split('\n')[0] };
+  } finally {
+    if (child && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child!.once('exit', resolve));
+    }
+  }
+}
+
+/** The claim's plan and time at the current table size, without claiming anything (rolled back). */
+async function explainClaim(db: Pool): Promise<{ plan: string; ms: number }> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query(
+      /* sql */ `
+      EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT)
+      SELECT o.id FROM outbox_messages o
+      WHERE o.published_at IS NULL AND o.parked_at IS NULL AND o.key_hash % $1 = ANY($2::int[])
+        AND NOT EXISTS (SELECT 1 FROM outbox_messages p WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL AND p.message_key = o.message_key)
+      ORDER BY o.sequence LIMIT $3 FOR UPDATE OF o SKIP LOCKED`,
+      [SHARDS, Array.from({ length: SHARDS }, (_, i) => i), BATCH_SIZE],
+    );
+    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+    return { plan, ms: Number(/Execution Time: ([\d.]+)/.exec(plan)?.[1] ?? NaN) };
+  } finally {
+    await client.query('ROLLBACK').catch(() => undefined);
+    client.release();
+  }
+}
+
+interface Measurement {
+  name: string;
+  round: number;
+  rows: number;
+  seconds: number;
+  perSecond: number;
+  /** To the baseline of the same round. */
+  vsBaseline: number;
+  check?: Check;
+}
+
+export async function run(argv: string[]): Promise<BenchResult> {
+  const options = parseOptions(argv);
+  const ordersDb = benchDatabaseName(benchOrdersUrl);
+  if (!ordersDb) throw new UsageError('BENCH_ORDERS_DATABASE_URL must name a database of its own containing "bench" (it is dropped)');
+  if (!process.env.KAFKA_BROKERS) throw new UsageError('KAFKA_BROKERS is not set: run it through `npm run bench -- relay` (scripts/bench.sh starts the broker)');
+  const machine = describeMachine();
+  progress(`recreating ${ordersDb}, building`);
+  await recreateBenchDatabase(benchOrdersUrl, ordersDb, 'orders');
+  const server = await describeServer(benchOrdersUrl);
+  buildForTests();
+
+  const db = new Pool({ connectionString: benchOrdersUrl, max: 3 });
+  const kafka = testKafka('bench-relay');
+  const problems: string[] = [];
+  const measurements: Measurement[] = [];
+  const topic = (what: string) => `bench.relay.${what}.${randomUUID().slice(0, 8)}`;
+  const checked = (name: string, check: Check) => {
+    if (check.missing || check.keysOutOfOrder) problems.push(`${name}: ${check.missing} messages lost, ${check.keysOutOfOrder} keys out of order`);
+    if (check.duplicates) problems.push(`${name}: ${check.duplicates} duplicates (at least once allows them, but no fault was injected)`);
+  };
+  let pile: { rows: number; claimPlan: string; claimMs: number } | undefined;
+  let peer: { settings: Record<string, string | number>; error?: string } | undefined;
+  let profileNote: string | undefined;
+  try {
+    progress('warming up: broker, relay build, producer');
+    const warm = workload(Math.min(2_000, options.rows), topic('warmup'));
+    await createTopic(kafka, warm.topic);
+    await bareProducer(kafka, warm);
+    {
+      const relays = await startRelays(db, 1);
+      const warmRelay = workload(Math.min(2_000, options.rows), topic('warmup'));
+      await createTopic(kafka, warmRelay.topic);
+      await drain(db, warmRelay);
+      await stopRelays(relays, problems);
+    }
+
+    for (let round = 1; round <= options.rounds; round++) {
+      const work = workload(options.rows, topic(`baseline-r${round}`));
+      await createTopic(kafka, work.topic);
+      progress(`round ${round}: baseline, ${options.rows} messages through a bare producer`);
+      const baseSeconds = await bareProducer(kafka, work);
+      const base = options.rows / baseSeconds;
+      measurements.push({ name: 'bare kafkajs producer (baseline)', round, rows: options.rows, seconds: baseSeconds, perSecond: base, vsBaseline: 1 });
+      for (const count of options.instances) {
+        const relayWork = { ...workload(options.rows, ''), topic: topic(`relay${count}-r${round}`) };
+        for (const r of relayWork.rows) r.topic = relayWork.topic;
+        await createTopic(kafka, relayWork.topic);
+        const relays = await startRelays(db, count);
+        progress(`round ${round}: ${count} relay${count > 1 ? 's' : ''} draining ${options.rows} rows`);
+        const seconds = await drain(db, relayWork);
+        await stopRelays(relays, problems);
+        const check = await readBack(kafka, relayWork);
+        const name = `outbox-relay x${count}`;
+        checked(`${name} round ${round}`, check);
+        measurements.push({ name, round, rows: options.rows, seconds, perSecond: options.rows / seconds, vsBaseline: options.rows / seconds / base, check });
+      }
+    }
+
+    if (options.pile > 0) {
+      progress(`piled up: ${options.pile} rows published the way the relay marks them, then ${options.rows} fresh rows`);
+      const old = workload(options.pile, Topics.orderEvents);
+      await seed(db, old.rows);
+      await db.query(/* sql */ `UPDATE outbox_messages SET published_at = now(), attempts = attempts + 1 WHERE published_at IS NULL`);
+      const work = workload(options.rows, topic('pile'));
+      await createTopic(kafka, work.topic);
+      // The claim's first look at the dead entries, before any relay has scanned (and hinted) them.
+      const explained = await explainClaim(db);
+      pile = { rows: options.pile, claimPlan: explained.plan, claimMs: explained.ms };
+      const relays = await startRelays(db, 1);
+      const seconds = await drain(db, work);
+      await stopRelays(relays, problems);
+      const check = await readBack(kafka, work);
+      checked('piled up', check);
+      const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
+      measurements.push({ name: `outbox-relay x1 on ${options.pile} published rows`, round: 0, rows: options.rows, seconds, perSecond: options.rows / seconds, vsBaseline: options.rows / seconds / base, check });
+    }
+
+    if (options.peer) {
+      progress(`peer: pg-transactional-outbox 0.5.7 (polling) draining ${options.rows} rows`);
+      const work = workload(options.rows, topic('peer'));
+      await createTopic(kafka, work.topic);
+      const result = await peerDrain(db, kafka, work, problems);
+      peer = { settings: { batch: PEER_BATCH_SIZE, pollMs: PEER_POLL_MS, lockMs: PEER_LOCK_MS, segment: 'aggregate id', concurrency: 'sequential' } };
+      if ('error' in result) {
+        peer.error = result.error;
+        problems.push(`peer pg-transactional-outbox: ${result.error}`);
+      } else {
+        checked('peer pg-transactional-outbox', result.check);
+        const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
+        const perSecond = options.rows / result.seconds;
+        measurements.push({ name: 'pg-transactional-outbox 0.5.7 (polling)', round: 0, rows: options.rows, seconds: result.seconds, perSecond, vsBaseline: perSecond / base, check: result.check });
+      }
+    }
+
+    if (options.profile) {
+      progress(`profile: one relay under --cpu-prof draining ${options.rows} rows`);
+      const dir = mkdtempSync(join(tmpdir(), 'relay-profile-'));
+      const work = workload(options.rows, topic('profile'));
+      await createTopic(kafka, work.topic);
+      const relays = await startRelays(db, 1, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+      await drain(db, work);
+      await stopRelays(relays, problems);
+      const [file] = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'));
+      if (file) {
+        writeFileSync(options.profile, flameGraph(JSON.parse(readFileSync(join(dir, file), 'utf8')), `outbox-relay draining ${options.rows} rows`));
+        profileNote = `flame graph written to ${options.profile}`;
+      } else problems.push('profile: the relay wrote no .cpuprofile');
+      if (process.env.BENCH_KEEP_PROFILE) progress(`profile kept in ${dir}`);
+      else rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    await db.end();
+  }
+
+  const report: Report = {
+    ok: problems.length === 0,
+    machine,
+    server,
+    settings: { rows: options.rows, rounds: options.rounds, RELAY_BATCH_SIZE: BATCH_SIZE, RELAY_SHARDS: SHARDS, partitions: PARTITIONS, pile: options.pile },
+    measurements,
+    summary: summarise(measurements),
+    pile,
+    peer,
+    profile: profileNote,
+    problems,
+  };
+  return { report, text: print(report), section: section(report) };
+}
+
+const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length);
+
+interface Summary {
+  name: string;
+  rounds: number;
+  perSecond: number;
+  vsBaseline: number;
+  lost: number;
+  duplicates: number;
+  keysOutOfOrder: number;
+}
+
+/** Per scenario: the mean rate over its rounds and the mean of its per-round ratios. */
+function summarise(measurements: Measurement[]): Summary[] {
+  const names = [...new Set(measurements.map((m) => m.name))];
+  return names.map((name) => {
+    const of = measurements.filter((m) => m.name === name);
+    return {
+      name,
+      rounds: of.length,
+      perSecond: mean(of.map((m) => m.perSecond)),
+      vsBaseline: mean(of.map((m) => m.vsBaseline)),
+      lost: of.reduce((n, m) => n + (m.check?.missing ?? 0), 0),
+      duplicates: of.reduce((n, m) => n + (m.check?.duplicates ?? 0), 0),
+      keysOutOfOrder: of.reduce((n, m) => n + (m.check?.keysOutOfOrder ?? 0), 0),
+    };
+  });
+}
+
+interface Report {
+  ok: boolean;
+  machine: Machine;
+  server: string;
+  settings: Record<string, number>;
+  measurements: Measurement[];
+  summary: Summary[];
+  pile?: { rows: number; claimPlan: string; claimMs: number };
+  peer?: { settings: Record<string, string | number>; error?: string };
+  profile?: string;
+  problems: string[];
+}
+
+function print(report: Report): string {
+  const { machine } = report;
+  const row = (cells: (string | number)[]) => `${String(cells[0]).padEnd(48)} ${cells.slice(1).map((c) => String(c).padStart(9)).join(' ')}`;
+  const lines = [
+    `machine: ${machine.cpus} CPUs (${machine.cpuModel}), Node ${machine.node}, load average ${machine.loadAverage1m.toFixed(2)} at start; ${report.server}; ` +
+      'relays, PostgreSQL, Kafka and this bench share it',
+    `rows ${report.settings.rows} per drain, RELAY_BATCH_SIZE=${BATCH_SIZE}, RELAY_SHARDS=${SHARDS}, ${PARTITIONS} partitions, ${report.settings.rounds} alternating rounds`,
+    '',
+    row(['each round', 'round', 'seconds', 'rows/s', 'vs base', 'lost', 'dup', 'disorder']),
+    ...report.measurements.map((m) =>
+      row([m.name, m.round || '-', m.seconds.toFixed(2), m.perSecond.toFixed(0), `${m.vsBaseline.toFixed(2)}x`, m.check?.missing ?? '-', m.check?.duplicates ?? '-', m.check?.keysOutOfOrder ?? '-']),
+    ),
+    '',
+    row(['mean over rounds', 'rounds', 'rows/s', 'vs base']),
+    ...report.summary.map((s) => row([s.name, s.rounds, s.perSecond.toFixed(0), `${s.vsBaseline.toFixed(2)}x`])),
+  ];
+  if (report.pile) lines.push('', `claim on ${report.pile.rows} published rows: ${report.pile.claimMs.toFixed(2)} ms (EXPLAIN ANALYZE, nothing unpublished left)`);
+  if (report.peer?.error) lines.push('', `peer: ${report.peer.error}`);
+  if (report.profile) lines.push('', report.profile);
+  lines.push('', report.ok ? 'OK: every message arrived, none twice, each key in outbox order' : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`);
+  return lines.join('\n');
+}
+
+function section(report: Report): BenchSection {
+  const one = report.summary.find((s) => s.name === 'outbox-relay x1');
+  const base = report.summary.find((s) => s.name.includes('baseline'));
+  const piled = report.summary.find((s) => s.name.includes('published rows'));
+  const targets: BenchSection['targets'] = [];
+  if (one) {
+    targets.push({ target: '>= 0.7x the bare kafkajs producer with one relay', measured: `${one.vsBaseline.toFixed(2)}x`, met: one.vsBaseline >= 0.7 });
+    targets.push({ target: '>= 25,000 rows/s with one relay', measured: `${Math.round(one.perSecond)} rows/s`, met: one.perSecond >= 25_000 });
+  }
+  if (one && piled) {
+    targets.push({
+      target: `the claim stays fast on ${report.settings.pile} published rows (>= 0.9x of the empty table's rate)`,
+      measured: `${Math.round(piled.perSecond)} rows/s (${(piled.perSecond / one.perSecond).toFixed(2)}x of the empty table's); claim ${report.pile?.claimMs.toFixed(2)} ms`,
+      met: piled.perSecond >= 0.9 * one.perSecond,
+    });
+  }
+  const peerRow = report.summary.find((s) => s.name.startsWith('pg-transactional-outbox'));
+  if (one && peerRow) targets.push({ target: 'ahead of pg-transactional-outbox 0.5.7 (polling)', measured: `${(one.perSecond / peerRow.perSecond).toFixed(1)}x its rate`, met: one.perSecond > peerRow.perSecond });
+  return {
+    id: 'relay',
+    title: 'Outbox relay (committed rows to Kafka)',
+    ok: report.ok,
+    method:
+      `Consumers idle. ${report.settings.rows} outbox rows shaped like the command API's (OrderPlaced, a quarter of the orders with an ` +
+      'OrderCancelled about 40 rows later) are committed in one statement while the real `apps/outbox-relay` processes are idle and own ' +
+      'every shard; timed from that commit until no row is left unpublished (read on the database every 10 ms). Baseline: a bare kafkajs ' +
+      `producer with the relay's settings (idempotent, acks -1, one request in flight, batches of ${BATCH_SIZE}) sending the same messages ` +
+      `(keys, values, headers) to a fresh topic of ${PARTITIONS} partitions; baseline and relay rounds alternate (${report.settings.rounds} rounds), ` +
+      "each ratio is to its own round's baseline. After each drain the topic is read back: every message-id, duplicates, each key in outbox order. " +
+      `"Piled up": ${report.settings.pile} rows already published (their unpublished-index entries dead, not vacuumed) under a fresh drain. ` +
+      'Peer: pg-transactional-outbox 0.5.7 polling its own table (batch 500, poll 10 ms, lock 5 s, full batches from the start, segment = order id, ' +
+      'sequential), publishing each message with the same producer settings.',
+    settings: { ...report.settings, server: report.server },
+    table: {
+      columns: ['scenario', 'rounds', 'rows/s', 'vs baseline', 'lost', 'duplicates', 'keys out of order'],
+      rows: report.summary.map((s) => [s.name, s.rounds, Math.round(s.perSecond), `${s.vsBaseline.toFixed(2)}x`, s.lost, s.duplicates, s.keysOutOfOrder]),
+    },
+    bars: report.summary.map((s) => ({ label: s.name, ratio: s.vsBaseline, value: `${Math.round(s.perSecond)}/s` })),
+    targets: base ? targets : [],
+    problems: report.problems,
+  };
+}
+
+if (require.main === module) runAsMain({ usage, run });
