@@ -5,7 +5,7 @@ const PROBLEM_JSON = 'application/problem+json';
 const REQUEST_ID = 'X-Request-Id';
 
 const REPLAY = ['Idempotency-Expires', 'Idempotent-Replayed'];
-const AUTHENTICATED = { 401: ['WWW-Authenticate'], 403: [], 500: [], 503: ['Retry-After'] };
+const AUTHENTICATED = { 401: ['WWW-Authenticate'], 403: [], 429: ['Retry-After', 'RateLimit-Policy', 'RateLimit'], 500: [], 503: ['Retry-After'] };
 const COMMAND = { ...AUTHENTICATED, 400: [], 413: [], 415: [], 422: [] };
 
 /**

@@ -24,6 +24,8 @@ export const commandApiConfig = z
     /** Per-operation overrides of IDEMPOTENCY_RETENTION_SECONDS. */
     IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: retention().optional(),
     IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL: retention().optional(),
+    /** How long a 404 for an order that does not exist is remembered (the same answer whenever computed again). */
+    IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND: retention().default(60),
     /** How long a duplicate waits for the request holding its key before it gets 409 + Retry-After. */
     IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(5_000),
     /** 0 turns the in-process sweeper off (use `npm run ops -- receipts:sweep` from a scheduler instead). */
@@ -34,6 +36,12 @@ export const commandApiConfig = z
      * cache at once through NOTIFY, heard on one connection of the pool; this bounds an entry's age on top of that.
      */
     API_KEY_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+    /** Rate limits (auth/rate-limits.ts), per API process, per window; 0 turns one off. */
+    RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(3600).default(10),
+    /** Requests one API client may send per window: high by default, so load tests and benchmarks are not throttled. */
+    RATE_LIMIT_CLIENT_REQUESTS: z.coerce.number().int().min(0).max(10_000_000).default(50_000),
+    /** Requests with a missing or invalid credential one source address may send per window. */
+    RATE_LIMIT_UNAUTHENTICATED_REQUESTS: z.coerce.number().int().min(0).max(10_000_000).default(100),
     /**
      * Test-only: honours `X-Fault-Injection: before-commit` (run-command.ts), with which any client can
      * make its request fail. Accepted only with NODE_ENV=test: never in production, staging or `npm start`.

@@ -20,6 +20,11 @@ export interface CommandResult extends StoredResponse {
   withReceipt?: CarriedWrite;
   /** Outbox message-ids the execution enqueued: reported for logs, not stored on the receipt. */
   messageIds?: string[];
+  /**
+   * Remember this outcome at most this long instead of the operation's retention: for answers that are
+   * the same whenever they are computed again (an order that does not exist), so they cost no day-long receipt.
+   */
+  retentionSeconds?: number;
 }
 
 export interface IdempotentRequest {
@@ -109,15 +114,20 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
   throw new IdempotencyError('IDEMPOTENCY.IN_PROGRESS', 'The receipt for this key kept changing; retry shortly.');
 }
 
-/** Stores the command's response on the receipt this transaction claimed, with `result.withReceipt` in the same statement. */
-export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<void> {
+/**
+ * Stores the command's response on the receipt this transaction claimed, with `result.withReceipt` in
+ * the same statement. Returns when the receipt expires (sooner with `result.retentionSeconds`).
+ */
+export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<Date> {
   const [sql, parameters] = carrying(
     result.withReceipt,
     /* sql */ `
     UPDATE idempotency_receipts
     SET response_status = $4, response_headers = $5, response_body = $6,
-        effect_type = $7, effect_id = $8, completed_at = now()
-    WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+        effect_type = $7, effect_id = $8, completed_at = now(),
+        expires_at = CASE WHEN $9::int IS NULL THEN expires_at ELSE LEAST(expires_at, now() + make_interval(secs => $9::int)) END
+    WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3
+    RETURNING expires_at`,
     [
       scope.tenantId,
       scope.operation,
@@ -127,10 +137,12 @@ export async function completeReceipt(db: Queryable, scope: IdempotencyScope, re
       JSON.stringify(result.body),
       result.effect?.type ?? null,
       result.effect?.id ?? null,
+      result.retentionSeconds ?? null,
     ],
   );
-  const { affected } = await queryRows(db, sql, parameters);
-  if (affected !== 1) throw new Error('the claimed receipt is missing from its own transaction');
+  const { rows } = await queryRows<{ expires_at: Date }>(db, sql, parameters);
+  if (rows.length !== 1) throw new Error('the claimed receipt is missing from its own transaction');
+  return rows[0].expires_at;
 }
 
 interface ReceiptRow {

@@ -25,7 +25,7 @@ export async function runIdempotent(
 ): Promise<IdempotentResponse> {
   const claim = await claimScope(db, request);
   if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [] };
-  const { effect, withReceipt, messageIds = [], ...response } = await execute(db);
-  await completeReceipt(db, request.scope, { ...response, effect, withReceipt });
-  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt: claim.expiresAt, messageIds };
+  const { effect, withReceipt, messageIds = [], retentionSeconds, ...response } = await execute(db);
+  const expiresAt = await completeReceipt(db, request.scope, { ...response, effect, withReceipt, retentionSeconds });
+  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt, messageIds };
 }

@@ -53,12 +53,16 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
     await this.session?.close().catch(() => undefined);
   }
 
-  /** The active client holding `apiKey`, or null. Database errors propagate (a 503, never a 401). */
-  async find(apiKey: string): Promise<AuthenticatedClient | null> {
+  /**
+   * The active client holding `apiKey`, or null. Database errors propagate (a 503, never a 401).
+   * `beforeLookup` runs (and may throw) only when the key must be looked up in the database.
+   */
+  async find(apiKey: string, beforeLookup?: () => Promise<void>): Promise<AuthenticatedClient | null> {
     const hash = hashApiKey(apiKey);
     const id = hash.toString('base64');
     const cached = this.entries.get(id);
     if (cached && this.listening && cached.until > Date.now()) return cached.client;
+    await beforeLookup?.();
     const generation = this.generation;
     const client = await retryOnLostSession(() => lookUp(this.dataSource, hash));
     if (client && this.listening && this.ttlMs > 0 && generation === this.generation) {

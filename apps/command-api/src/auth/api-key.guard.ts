@@ -7,6 +7,7 @@ import { Operation } from '@app/contracts';
 import { logOnCompletion } from '@app/platform';
 import { problemException } from '../http/problem-catalog';
 import { ApiClientCache, AuthenticatedClient } from './api-client-cache';
+import { RateLimits } from './rate-limits';
 
 const OPERATION = Symbol('operation');
 
@@ -24,6 +25,7 @@ export type AuthenticatedRequest = Request & { client: AuthenticatedClient };
 export class ApiKeyGuard implements CanActivate {
   constructor(
     private readonly clients: ApiClientCache,
+    private readonly limits: RateLimits,
     private readonly reflector: Reflector,
   ) {}
 
@@ -33,13 +35,17 @@ export class ApiKeyGuard implements CanActivate {
     const operation = this.reflector.get<Operation | undefined>(OPERATION, context.getHandler());
     // Before authentication, so that refused requests are logged with what they tried.
     if (operation) logOnCompletion(response, { operation });
+    const address = request.socket.remoteAddress ?? 'unknown';
     const key = bearerKey(request.headers.authorization);
-    const client = key ? await this.clients.find(key) : null;
+    const beforeLookup = () => this.limits.beforeLookup(address);
+    const client = key ? await this.clients.find(key, beforeLookup) : (await beforeLookup(), null);
     if (!client) {
+      await this.limits.failedAuthentication(address);
       throw problemException('AUTH.UNAUTHENTICATED', 'Send a valid, unrevoked API key as Authorization: Bearer <key>.');
     }
     request.client = client;
     logOnCompletion(response, { tenant: client.tenantId, clientId: client.id });
+    await this.limits.admit(client.id, response);
     if (operation) authorise(client, operation);
     return true;
   }

@@ -16,6 +16,17 @@ const problem = (status: number, description: string, headers?: Record<string, {
 
 export const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
 const wwwAuthenticate = { 'WWW-Authenticate': { description: 'Bearer', schema: { type: 'string' } } };
+const rateLimit = {
+  ...retryAfter,
+  'RateLimit-Policy': {
+    description: 'The client\'s budget (IETF draft-ietf-httpapi-ratelimit-headers): `"client";q=<requests>;w=<seconds>`. On every authenticated answer.',
+    schema: { type: 'string' },
+  },
+  RateLimit: {
+    description: 'What is left of it: `"client";r=<remaining>;t=<seconds until the window ends>`. On every authenticated answer.',
+    schema: { type: 'string' },
+  },
+};
 
 /** On every response the receipt stores (successes and domain outcomes such as 404, 409), first or replayed. */
 export const idempotencyHeaders = {
@@ -35,6 +46,12 @@ export const ApiAuthenticatedResponses = () =>
     ApiBearerAuth(),
     problem(401, 'Missing, unknown or revoked API key (checked before anything else).', wwwAuthenticate),
     problem(403, 'The client is not allowed this operation.'),
+    problem(
+      429,
+      'Over budget: this client\'s requests per window, or (before any lookup) requests with a missing or invalid key from ' +
+        'this address. Nothing was done; retry after Retry-After seconds. Budgets count per API instance.',
+      rateLimit,
+    ),
     problem(503, 'The database did not answer. Retry later; nothing is reported as done.', retryAfter),
     problem(
       500,

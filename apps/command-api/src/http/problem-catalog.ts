@@ -8,6 +8,7 @@ const catalog = {
   'REQUEST.INVALID': { status: 400, slug: 'invalid-request', title: 'Invalid request' },
   'REQUEST.TOO_LARGE': { status: 413, slug: 'request-too-large', title: 'Request body too large' },
   'REQUEST.UNSUPPORTED_MEDIA_TYPE': { status: 415, slug: 'unsupported-media-type', title: 'Unsupported media type' },
+  'REQUEST.RATE_LIMITED': { status: 429, slug: 'rate-limited', title: 'Too many requests' },
   'IDEMPOTENCY.KEY_REUSED': { status: 422, slug: 'idempotency-key-reused', title: 'Idempotency key reused' },
   'IDEMPOTENCY.IN_PROGRESS': { status: 409, slug: 'idempotency-request-in-progress', title: 'Request in progress' },
   'ORDER.NOT_FOUND': { status: 404, slug: 'order-not-found', title: 'Order not found' },
@@ -21,9 +22,14 @@ export type ProblemCode = keyof typeof catalog;
 
 const retryAfter: Partial<Record<ProblemCode, string>> = { 'IDEMPOTENCY.IN_PROGRESS': '1' };
 
-export function problemException(code: ProblemCode, detail: string, extensions: Record<string, unknown> = {}) {
+export function problemException(
+  code: ProblemCode,
+  detail: string,
+  extensions: Record<string, unknown> = {},
+  extraHeaders: Record<string, string> = {},
+) {
   const { status, slug, title } = catalog[code];
-  const headers: Record<string, string> = { ...(retryAfter[code] && { 'Retry-After': retryAfter[code] }) };
+  const headers: Record<string, string> = { ...(retryAfter[code] && { 'Retry-After': retryAfter[code] }), ...extraHeaders };
   if (code === 'AUTH.UNAUTHENTICATED') headers['WWW-Authenticate'] = 'Bearer';
   return new ProblemException({ type: problemType(slug), title, status, detail, code, ...extensions }, headers);
 }

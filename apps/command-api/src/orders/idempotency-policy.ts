@@ -9,6 +9,12 @@ import { CommandApiConfig } from '../config';
 export class IdempotencyPolicy {
   private readonly retention: Record<string, number>;
   private readonly region: string;
+  /**
+   * How long the answer that an order does not exist is remembered: computed again it is the same
+   * answer (order ids come from the server), so a flood of cancels of made-up ids stores no day-long
+   * receipts. IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND, at most the operation's retention.
+   */
+  readonly notFoundRetentionSeconds: number;
 
   constructor(config: ConfigService<CommandApiConfig, true>) {
     const fallback = config.get('IDEMPOTENCY_RETENTION_SECONDS', { infer: true });
@@ -17,6 +23,7 @@ export class IdempotencyPolicy {
       [Operations.cancelOrder]: config.get('IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL', { infer: true }) ?? fallback,
     };
     this.region = config.get('SERVICE_REGION', { infer: true });
+    this.notFoundRetentionSeconds = config.get('IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND', { infer: true });
   }
 
   request(tenantId: string, operation: Operation, key: string, fields: SemanticFields): IdempotentRequest {

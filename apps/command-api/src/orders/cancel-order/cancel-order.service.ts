@@ -41,7 +41,7 @@ export class CancelOrderService {
       [orderId, tenantId],
     );
     const current = rows[0];
-    if (!current) return problemResponse('ORDER.NOT_FOUND', `No order ${orderId}.`);
+    if (!current) return { ...problemResponse('ORDER.NOT_FOUND', `No order ${orderId}.`), retentionSeconds: this.policy.notFoundRetentionSeconds };
     if (current.status === 'cancelled') {
       return problemResponse('ORDER.ALREADY_CANCELLED', `Order ${current.id} was already cancelled.`, {
         order: toOrderResponse(current),
