@@ -8,18 +8,22 @@ export type HandlerOutcome = 'applied' | 'skipped';
 export type InboxOutcome = HandlerOutcome | 'duplicate';
 
 /**
- * Applies one message's effect inside the consumer's transaction (`manager`). Throw to roll the batch back;
- * `MalformedMessage` when retrying cannot help. Errors of its own outside calls count as attempts, even
- * when they look like a lost connection (see `OutsideFailure`).
+ * Applies the effects of `messages` — the new ones of a batch, in their order on the partition — inside
+ * the consumer's transaction (`manager`), and says for each whether it changed state. Throw to roll the
+ * batch back; `MalformedMessage` when retrying cannot help. Errors of its own outside calls count as
+ * attempts, even when they look like a lost connection (see `OutsideFailure`).
+ *
+ * A batch's messages arrive together so that the handler can write them in a few set-based statements
+ * rather than a few statements per message: the round trips were most of a consumer's CPU.
  */
-export type InboxHandler = (manager: EntityManager, message: InboxMessage) => Promise<HandlerOutcome>;
+export type InboxHandler = (manager: EntityManager, messages: InboxMessage[]) => Promise<HandlerOutcome[]>;
 
 /**
  * Runs `handler` once per (consumer, message-id), for a batch, in ONE transaction of the consumer's
- * own database: the inbox row is inserted ON CONFLICT DO NOTHING and the handler runs only when the
- * row is new. The inbox rows and the effects commit together, or neither does; a message-id seen
- * before (a relay republish, a replay, a redelivery after a crash) comes back `duplicate`.
- * Commit the Kafka offsets only after this resolves.
+ * own database: the inbox rows are inserted ON CONFLICT DO NOTHING (one statement) and the handler
+ * gets only the messages whose row is new. The inbox rows and the effects commit together, or neither
+ * does; a message-id seen before (a relay republish, a replay, a redelivery after a crash), or twice
+ * in the batch, comes back `duplicate`. Commit the Kafka offsets only after this resolves.
  */
 export function processOnce(
   dataSource: DataSource,
@@ -28,23 +32,53 @@ export function processOnce(
   handler: InboxHandler,
 ): Promise<InboxOutcome[]> {
   return dataSource.transaction(async (manager) => {
-    const outcomes: InboxOutcome[] = [];
-    for (const message of messages) {
-      if (!(await remember(manager, consumer, message, 'applied'))) {
-        outcomes.push('duplicate');
-        continue;
-      }
-      const outcome = await handler(manager, message).catch((error: unknown) => {
-        throw fromHandler(error);
-      });
-      if (outcome === 'skipped') await setOutcome(manager, consumer, message.messageId!, 'skipped');
-      outcomes.push(outcome);
-    }
-    return outcomes;
+    const fresh = await rememberAll(manager, consumer, messages);
+    const news = messages.filter((_, i) => fresh[i]);
+    const handled = news.length
+      ? await handler(manager, news).catch((error: unknown) => {
+          throw fromHandler(error);
+        })
+      : [];
+    if (handled.length !== news.length) throw new Error(`the ${consumer} handler returned ${handled.length} outcomes for ${news.length} messages`);
+    const skipped = news.filter((_, i) => handled[i] === 'skipped').map((message) => message.messageId!);
+    if (skipped.length) await setOutcome(manager, consumer, skipped, 'skipped');
+    let next = 0;
+    return messages.map((_, i) => (fresh[i] ? handled[next++] : 'duplicate'));
   });
 }
 
-/** Inserts the inbox row; false when this consumer already has one for the message-id. */
+/**
+ * Inserts the inbox rows of a batch in one statement; for each message, whether its row is new. Only
+ * the first of two messages with one message-id in the batch can be: the second is a duplicate.
+ */
+async function rememberAll(manager: EntityManager, consumer: string, messages: InboxMessage[]): Promise<boolean[]> {
+  const first = new Map<string, number>();
+  messages.forEach((message, i) => {
+    if (!first.has(message.messageId!)) first.set(message.messageId!, i);
+  });
+  const candidates = [...first.values()].map((i) => messages[i]);
+  const { rows } = await queryRows<{ message_id: string }>(
+    manager,
+    /* sql */ `
+    INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
+    SELECT $1, m.message_id, m.topic, m.kafka_partition, m.kafka_offset, m.event_type, 'applied'
+    FROM unnest($2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::text[]) AS m(message_id, topic, kafka_partition, kafka_offset, event_type)
+    ON CONFLICT (consumer, message_id) DO NOTHING
+    RETURNING message_id`,
+    [
+      consumer,
+      candidates.map((m) => m.messageId),
+      candidates.map((m) => m.topic),
+      candidates.map((m) => m.partition),
+      candidates.map((m) => m.offset),
+      candidates.map((m) => m.eventType ?? null),
+    ],
+  );
+  const inserted = new Set(rows.map((row) => row.message_id));
+  return messages.map((message, i) => first.get(message.messageId!) === i && inserted.has(message.messageId!));
+}
+
+/** Inserts one inbox row; false when this consumer already has one for the message-id. */
 export async function remember(
   manager: EntityManager,
   consumer: string,
@@ -63,10 +97,10 @@ export async function remember(
   return rows.length === 1;
 }
 
-async function setOutcome(manager: EntityManager, consumer: string, messageId: string, outcome: string): Promise<void> {
-  await queryRows(manager, /* sql */ `UPDATE inbox_messages SET outcome = $3 WHERE consumer = $1 AND message_id = $2`, [
+async function setOutcome(manager: EntityManager, consumer: string, messageIds: string[], outcome: string): Promise<void> {
+  await queryRows(manager, /* sql */ `UPDATE inbox_messages SET outcome = $3 WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [
     consumer,
-    messageId,
+    messageIds,
     outcome,
   ]);
 }

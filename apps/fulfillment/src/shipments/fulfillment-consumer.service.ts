@@ -8,7 +8,7 @@ import { Topics } from '@app/contracts';
 import { InboxConsumer } from '@app/inbox';
 import { createKafka } from '@app/platform';
 import { FulfillmentConfig } from '../config';
-import { handleOrderEvent } from './fulfillment.handler';
+import { handleOrderEvents } from './fulfillment.handler';
 
 export const CONSUMER = 'fulfillment';
 
@@ -36,7 +36,7 @@ export class FulfillmentConsumer implements OnApplicationBootstrap, BeforeApplic
       kafka: createKafka({ brokers: get('KAFKA_BROKERS'), clientId: CONSUMER, logger: logger.logger }),
       topics: [Topics.orderEvents],
       dataSource,
-      handler: handleOrderEvent,
+      handler: handleOrderEvents,
       deadLetterTopic: Topics.deadLetters,
       maxAttempts: get('FULFILLMENT_MAX_ATTEMPTS'),
       retryDelayMs: (attempt) => Math.min(max, min * 2 ** (attempt - 1)),

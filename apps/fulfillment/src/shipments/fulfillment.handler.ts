@@ -5,7 +5,7 @@ import { HandlerOutcome, InboxMessage, MalformedMessage } from '@app/inbox';
 import { queryRows } from '@app/platform';
 
 /**
- * OrderPlaced creates a shipment, OrderCancelled cancels it, inside the inbox transaction.
+ * OrderPlaced creates a shipment, OrderCancelled cancels it, inside the inbox transaction, a batch at a time.
  * Unknown event types and versions newer than this consumer reads are skipped (forward compatible);
  * a payload it cannot read, or whose tenant disagrees with the `tenant-id` header, is malformed.
  *
@@ -15,54 +15,88 @@ import { queryRows } from '@app/platform';
  * an OrderPlaced that finds the marker records its shipment as cancelled: never a pending shipment
  * for a cancelled order, whatever the order of arrival.
  */
-export async function handleOrderEvent(manager: EntityManager, message: InboxMessage): Promise<HandlerOutcome> {
+export async function handleOrderEvents(manager: EntityManager, messages: InboxMessage[]): Promise<HandlerOutcome[]> {
+  // Read them all first: a malformed message fails the batch before any statement runs.
+  const events = messages.map(read);
+  // Consecutive events of one type are applied together, and the runs in partition order, so an
+  // order's OrderCancelled behind its OrderPlaced in one batch still finds the shipment (and ahead of it, leaves the marker).
+  const applicable = events.filter((event): event is OrderEvent => event !== undefined);
+  for (let start = 0; start < applicable.length; ) {
+    let end = start + 1;
+    while (end < applicable.length && applicable[end].type === applicable[start].type) end++;
+    const run = applicable.slice(start, end);
+    await lockOrders(manager, run);
+    if (run[0].type === OrderEventTypes.placed) await placeShipments(manager, run as Placed[]);
+    else await cancelShipments(manager, run as Cancelled[]);
+    start = end;
+  }
+  return events.map((event) => (event ? 'applied' : 'skipped'));
+}
+
+type Placed = { type: typeof OrderEventTypes.placed; messageId: string; event: OrderPlacedV1 };
+type Cancelled = { type: typeof OrderEventTypes.cancelled; messageId: string; event: OrderCancelledV1 };
+type OrderEvent = Placed | Cancelled;
+
+/** The event a message carries, or undefined when fulfillment skips it (another type, a newer version). */
+function read(message: InboxMessage): OrderEvent | undefined {
   const version = Number(message.headers[Headers.eventVersion] ?? '1');
   const known = message.eventType === OrderEventTypes.placed || message.eventType === OrderEventTypes.cancelled;
-  if (!known || version > ORDER_EVENT_VERSION) return 'skipped';
-
+  if (!known || version > ORDER_EVENT_VERSION) return undefined;
   const payload = parse(message);
   if (message.eventType === OrderEventTypes.placed) {
     const placed = withFields<OrderPlacedV1>(payload, { orderId: 'string', tenantId: 'string', sku: 'string', quantity: 'number' });
-    await placeShipment(manager, { ...placed, orderId: orderIdOf(placed) }, message.messageId!);
-  } else {
-    const cancelled = withFields<OrderCancelledV1>(payload, { orderId: 'string', tenantId: 'string' });
-    await cancelShipment(manager, { ...cancelled, orderId: orderIdOf(cancelled) }, message.messageId!);
+    return { type: OrderEventTypes.placed, messageId: message.messageId!, event: { ...placed, orderId: orderIdOf(placed) } };
   }
-  return 'applied';
+  const cancelled = withFields<OrderCancelledV1>(payload, { orderId: 'string', tenantId: 'string' });
+  return { type: OrderEventTypes.cancelled, messageId: message.messageId!, event: { ...cancelled, orderId: orderIdOf(cancelled) } };
 }
 
-async function placeShipment(manager: EntityManager, placed: OrderPlacedV1, messageId: string): Promise<void> {
-  await lockOrder(manager, placed.tenantId, placed.orderId);
+async function placeShipments(manager: EntityManager, run: Placed[]): Promise<void> {
   // The unique (tenant, order) is a second line of defence; the inbox is what makes redelivery a no-op.
   await queryRows(
     manager,
     /* sql */ `
-    WITH cancelled AS (SELECT cancelled_at FROM cancelled_orders WHERE tenant_id = $2 AND order_id = $3)
     INSERT INTO shipments (id, tenant_id, order_id, sku, quantity, status, message_id, cancelled_at)
-    VALUES ($1, $2, $3, $4, $5, CASE WHEN EXISTS (SELECT 1 FROM cancelled) THEN 'cancelled' ELSE 'pending' END, $6,
-            (SELECT cancelled_at FROM cancelled))
+    SELECT p.id, p.tenant_id, p.order_id, p.sku, p.quantity, CASE WHEN c.order_id IS NULL THEN 'pending' ELSE 'cancelled' END,
+           p.message_id, c.cancelled_at
+    FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::int[], $6::uuid[]) WITH ORDINALITY
+         AS p(id, tenant_id, order_id, sku, quantity, message_id, n)
+    LEFT JOIN cancelled_orders c ON c.tenant_id = p.tenant_id AND c.order_id = p.order_id
+    ORDER BY p.n
     ON CONFLICT (tenant_id, order_id) DO NOTHING`,
-    [randomUUID(), placed.tenantId, placed.orderId, placed.sku, placed.quantity, messageId],
+    [
+      run.map(() => randomUUID()),
+      run.map(({ event }) => event.tenantId),
+      run.map(({ event }) => event.orderId),
+      run.map(({ event }) => event.sku),
+      run.map(({ event }) => event.quantity),
+      run.map(({ messageId }) => messageId),
+    ],
   );
 }
 
-async function cancelShipment(manager: EntityManager, cancelled: OrderCancelledV1, messageId: string): Promise<void> {
-  await lockOrder(manager, cancelled.tenantId, cancelled.orderId);
+async function cancelShipments(manager: EntityManager, run: Cancelled[]): Promise<void> {
+  const tenants = run.map(({ event }) => event.tenantId);
+  const orders = run.map(({ event }) => event.orderId);
   await queryRows(
     manager,
     /* sql */ `
-    UPDATE shipments SET status = 'cancelled', cancelled_at = now()
-    WHERE tenant_id = $1 AND order_id = $2 AND status <> 'cancelled'`,
-    [cancelled.tenantId, cancelled.orderId],
+    UPDATE shipments s SET status = 'cancelled', cancelled_at = now()
+    FROM unnest($1::text[], $2::uuid[]) AS c(tenant_id, order_id)
+    WHERE s.tenant_id = c.tenant_id AND s.order_id = c.order_id AND s.status <> 'cancelled'`,
+    [tenants, orders],
   );
   // No shipment yet: its OrderPlaced is dead-lettered or late. The marker is what it will find.
   await queryRows(
     manager,
     /* sql */ `
     INSERT INTO cancelled_orders (tenant_id, order_id, message_id)
-    SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM shipments WHERE tenant_id = $1 AND order_id = $2)
+    SELECT c.tenant_id, c.order_id, c.message_id
+    FROM unnest($1::text[], $2::uuid[], $3::uuid[]) WITH ORDINALITY AS c(tenant_id, order_id, message_id, n)
+    WHERE NOT EXISTS (SELECT 1 FROM shipments s WHERE s.tenant_id = c.tenant_id AND s.order_id = c.order_id)
+    ORDER BY c.n
     ON CONFLICT (tenant_id, order_id) DO NOTHING`,
-    [cancelled.tenantId, cancelled.orderId, messageId],
+    [tenants, orders, run.map(({ messageId }) => messageId)],
   );
 }
 
@@ -70,12 +104,18 @@ async function cancelShipment(manager: EntityManager, cancelled: OrderCancelledV
  * Serialises the events of one order until commit. Normally they are on one partition and never
  * meet; during a rebalance two members may briefly both handle a partition, and without the lock
  * neither an OrderPlaced nor an OrderCancelled of one order would see the other's uncommitted row.
+ * A run's locks are taken in one statement, in key order, so two batches cannot deadlock on them;
+ * the statements that follow see everything committed before the locks were granted.
  */
-async function lockOrder(manager: EntityManager, tenantId: string, orderId: string): Promise<void> {
-  await queryRows(manager, /* sql */ `SELECT pg_advisory_xact_lock(hashtext('fulfillment_orders'), hashtext($1 || '/' || $2))`, [
-    tenantId,
-    orderId,
-  ]);
+async function lockOrders(manager: EntityManager, run: OrderEvent[]): Promise<void> {
+  const keys = [...new Set(run.map(({ event }) => `${event.tenantId}/${event.orderId}`))].sort();
+  await queryRows(
+    manager,
+    /* sql */ `
+    SELECT pg_advisory_xact_lock(hashtext('fulfillment_orders'), hashtext(k))
+    FROM (SELECT k FROM unnest($1::text[]) AS k ORDER BY k) AS keys`,
+    [keys],
+  );
 }
 
 /** The order id in its canonical form: events written before ids were canonical may carry another spelling. */

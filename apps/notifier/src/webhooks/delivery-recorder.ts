@@ -11,30 +11,45 @@ export function isWebhookEvent(message: InboxMessage): boolean {
 
 /**
  * The consumer's half of a webhook: inside the inbox transaction (libs/inbox processOnce, batched),
- * an order event becomes a `pending` row of webhook_deliveries holding the exact body to POST. It
+ * each order event becomes a `pending` row of webhook_deliveries holding the exact body to POST. It
  * commits with the inbox row or not at all, and then the offsets commit: no call leaves the process
  * here, so a slow or dead receiver cannot hold the partition. The dispatcher (webhook-dispatcher.ts)
  * delivers it. Other event types, and versions newer than this consumer reads, are `skipped`.
  */
 export function deliveryRecorder(url: string): InboxHandler {
-  return async (manager: EntityManager, message: InboxMessage): Promise<HandlerOutcome> => {
-    if (!isWebhookEvent(message)) return 'skipped';
-    const eventType = message.eventType as OrderEventType;
-    const data = parsePayload(eventType, message);
-    const body = JSON.stringify({
-      type: WebhookTypes[eventType],
-      timestamp: message.headers[Headers.occurredAt] ?? ('placedAt' in data ? data.placedAt : data.cancelledAt),
-      data,
+  return async (manager: EntityManager, messages: InboxMessage[]): Promise<HandlerOutcome[]> => {
+    const deliveries = messages.filter(isWebhookEvent).map((message) => {
+      const eventType = message.eventType as OrderEventType;
+      const data = parsePayload(eventType, message);
+      const body = JSON.stringify({
+        type: WebhookTypes[eventType],
+        timestamp: message.headers[Headers.occurredAt] ?? ('placedAt' in data ? data.placedAt : data.cancelledAt),
+        data,
+      });
+      return { messageId: message.messageId, tenantId: data.tenantId, orderId: data.orderId, eventType, body };
     });
-    await queryRows(
-      manager,
-      /* sql */ `
-      INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, next_attempt_at)
-      VALUES ($1, $2, $3, $4, $5, $6, 'pending', now())
-      ON CONFLICT (message_id) DO NOTHING`,
-      [message.messageId, data.tenantId, data.orderId, eventType, url, body],
-    );
-    return 'applied';
+    if (deliveries.length) {
+      // One statement for the batch; the sequence follows the partition's order, which the dispatcher keeps per order.
+      await queryRows(
+        manager,
+        /* sql */ `
+        INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, next_attempt_at)
+        SELECT d.message_id, d.tenant_id, d.order_id, d.event_type, $1, d.payload, 'pending', now()
+        FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[]) WITH ORDINALITY
+             AS d(message_id, tenant_id, order_id, event_type, payload, n)
+        ORDER BY d.n
+        ON CONFLICT (message_id) DO NOTHING`,
+        [
+          url,
+          deliveries.map((d) => d.messageId),
+          deliveries.map((d) => d.tenantId),
+          deliveries.map((d) => d.orderId),
+          deliveries.map((d) => d.eventType),
+          deliveries.map((d) => d.body),
+        ],
+      );
+    }
+    return messages.map((message) => (isWebhookEvent(message) ? 'applied' : 'skipped'));
   };
 }
 
