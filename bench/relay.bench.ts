@@ -26,7 +26,7 @@ import { parseArgs } from 'node:util';
 import { Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
 import { OrderEventTypes, Topics } from '@app/contracts';
-import { keyHash, OutboxRow, toKafkaMessage } from '@app/outbox';
+import { CLAIM, keyHash, OutboxRow, toKafkaMessage } from '@app/outbox';
 import { orderedProducer } from '@app/platform';
 import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
@@ -365,11 +365,7 @@ async function explainClaim(db: Pool): Promise<{ plan: string; ms: number }> {
     await client.query('BEGIN');
     const { rows } = await client.query(
       /* sql */ `
-      EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT)
-      SELECT o.id FROM outbox_messages o
-      WHERE o.published_at IS NULL AND o.parked_at IS NULL AND o.key_hash % $1 = ANY($2::int[])
-        AND NOT EXISTS (SELECT 1 FROM outbox_messages p WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL AND p.message_key = o.message_key)
-      ORDER BY o.sequence LIMIT $3 FOR UPDATE OF o SKIP LOCKED`,
+      EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) ${CLAIM}`,
       [SHARDS, Array.from({ length: SHARDS }, (_, i) => i), BATCH_SIZE],
     );
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
