@@ -57,30 +57,47 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
   const current = fingerprint(request.fields);
   // A row can vanish between statements (swept after expiry); then the claim simply runs again.
   for (let attempt = 0; attempt < 3; attempt++) {
-    const inserted = await whileClaiming(() =>
-      queryRows<{ expires_at: Date }>(
+    // One round trip for both usual cases: the claim, or the receipt that was committed before this
+    // statement began (read in the same statement). A receipt committed while the claim waited on it
+    // is not in this statement's snapshot: the second statement below reads it.
+    const claimed = await whileClaiming(() =>
+      queryRows<ClaimRow>(
         db,
         /* sql */ `
-        INSERT INTO idempotency_receipts
-          (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
-        ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
-        RETURNING expires_at`,
+        WITH claimed AS (
+          INSERT INTO idempotency_receipts
+            (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
+          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+          ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+          RETURNING expires_at
+        )
+        SELECT true AS claimed, expires_at, NULL::text AS fingerprint, NULL::smallint AS fingerprint_version,
+               NULL::smallint AS response_status, NULL::jsonb AS response_headers, NULL::json AS response_body,
+               false AS expired
+        FROM claimed
+        UNION ALL
+        SELECT false, expires_at, fingerprint, fingerprint_version, response_status, response_headers, response_body,
+               now() >= expires_at
+        FROM idempotency_receipts
+        WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`,
         [...scope, current.value, current.version, request.region, request.retentionSeconds],
       ),
     );
-    if (inserted.rows.length) return { kind: 'claimed', expiresAt: inserted.rows[0].expires_at };
+    if (claimed.rows[0]?.claimed) return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at };
 
-    const { rows } = await queryRows<ReceiptRow & { expired: boolean }>(
-      db,
-      /* sql */ `
-      SELECT fingerprint, fingerprint_version, response_status, response_headers, response_body, expires_at,
-             now() >= expires_at AS expired
-      FROM idempotency_receipts
-      WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
-      scope,
-    );
-    const existing = rows[0];
+    const existing =
+      claimed.rows[0] ??
+      (
+        await queryRows<ClaimRow>(
+          db,
+          /* sql */ `
+          SELECT false AS claimed, fingerprint, fingerprint_version, response_status, response_headers, response_body,
+                 expires_at, now() >= expires_at AS expired
+          FROM idempotency_receipts
+          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+          scope,
+        )
+      ).rows[0];
     if (!existing) continue;
 
     if (existing.expired) {
@@ -145,13 +162,15 @@ export async function completeReceipt(db: Queryable, scope: IdempotencyScope, re
   return rows[0].expires_at;
 }
 
-interface ReceiptRow {
+interface ClaimRow {
+  claimed: boolean;
   fingerprint: string;
   fingerprint_version: number;
   response_status: number;
   response_headers: Record<string, string>;
   response_body: unknown;
   expires_at: Date;
+  expired: boolean;
 }
 
 async function whileClaiming<T>(statement: () => Promise<T>): Promise<T> {
