@@ -11,6 +11,9 @@
 #   npm run bench -- consumers [args]  consumers draining a backlog (bench/consumers.bench.ts; PostgreSQL and
 #                                      the tests' broker): --events N, --rounds N, --no-notifier, --json,
 #                                      --profile <fulfillment.svg>
+#   npm run bench -- latency [args]    order commit -> fulfillment effect with the whole chain running
+#                                      (bench/latency.bench.ts; PostgreSQL and the tests' broker): --rate N,
+#                                      --seconds N, --notifier, --json
 # Each runs the apps it measures on databases of its own (bench_*, dropped and recreated each run).
 # Exit 1 on any unexpected reply or lost webhook, 2 on bad usage.
 set -euo pipefail
@@ -28,9 +31,10 @@ case "$which" in
   webhooks) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/webhooks.bench.ts "$@" ;;
   relay) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/relay.bench.ts "$@" ;;
   consumers) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/consumers.bench.ts "$@" ;;
+  latency) shift; source scripts/test-infra.sh >&2; exec "${node_ts[@]}" bench/latency.bench.ts "$@" ;;
   all) [ $# -gt 0 ] && shift ;;
   -*) ;; # options without a name: the command path, as before
-  *) echo "bench: unknown benchmark \"$which\" (commands, webhooks, consumers, relay, or none for commands and webhooks)" >&2; exit 2 ;;
+  *) echo "bench: unknown benchmark \"$which\" (commands, webhooks, consumers, latency, relay, or none for commands and webhooks)" >&2; exit 2 ;;
 esac
 if [[ "$which" == -* ]]; then exec "${node_ts[@]}" bench/command-path.bench.ts "$@"; fi
 "${node_ts[@]}" bench/command-path.bench.ts
