@@ -13,5 +13,6 @@ export function toKafkaMessage(row: OutboxRow): Message {
     [Headers.aggregateId]: row.message_key,
     [Headers.occurredAt]: row.created_at.toISOString(),
   };
-  return { key: row.message_key, value: JSON.stringify(row.payload), headers };
+  // Read as text, the payload goes out as PostgreSQL prints it: no parse and re-serialisation per row.
+  return { key: row.message_key, value: row.payload_json ?? JSON.stringify(row.payload), headers };
 }

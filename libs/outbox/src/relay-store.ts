@@ -10,6 +10,8 @@ export interface OutboxRow {
   event_version: number;
   tenant_id: string;
   payload: unknown;
+  /** The payload as PostgreSQL prints the jsonb, when the query read it as text: sent as it is, never parsed. */
+  payload_json?: string;
   headers: Record<string, string>;
   created_at: Date;
 }
@@ -22,26 +24,30 @@ export interface OutboxRow {
  */
 export async function claimBatch(
   manager: EntityManager,
-  { shards, shardCount, limit }: { shards: number[]; shardCount: number; limit: number },
+  { shards, shardCount, limit, exclude = [] }: { shards: number[]; shardCount: number; limit: number; exclude?: string[] },
 ): Promise<OutboxRow[]> {
   // The parked keys are read once per claim, through the parked index only (the fenced CTE keeps
   // `published_at IS NULL` out of it): written as a correlated NOT EXISTS, a planner working from
   // statistics taken before a burst of commits checked each claimed row by scanning every unpublished row.
-  const { rows } = await queryRows<OutboxRow>(manager, CLAIM, [shardCount, shards, limit]);
+  const { rows } = await queryRows<OutboxRow>(manager, CLAIM, [shardCount, shards, limit, exclude]);
   return rows;
 }
 
-/** The claim statement: $1 shard count, $2 owned shards, $3 batch size. Exported for the benchmark's EXPLAIN. */
+/**
+ * The claim statement: $1 shard count, $2 owned shards, $3 batch size, $4 ids to pass over (the batch the
+ * caller has in flight, claimed by a transaction it already committed). Exported for the benchmark's EXPLAIN.
+ */
 export const CLAIM = /* sql */ `
     WITH parked AS MATERIALIZED (
       SELECT message_key, published_at FROM outbox_messages WHERE parked_at IS NOT NULL
     )
     SELECT o.id, o.sequence, o.topic, o.message_key, o.event_type, o.event_version, o.tenant_id,
-           o.payload, o.headers, o.created_at
+           o.payload::text AS payload_json, o.headers, o.created_at
     FROM outbox_messages o
     WHERE o.published_at IS NULL
       AND o.parked_at IS NULL
       AND o.key_hash % $1 = ANY($2::int[])
+      AND o.id <> ALL($4::uuid[])
       AND NOT EXISTS (SELECT 1 FROM parked p WHERE p.published_at IS NULL AND p.message_key = o.message_key)
     ORDER BY o.sequence
     LIMIT $3

@@ -115,7 +115,9 @@ export class KafkaPublisher implements OnApplicationShutdown {
       const partitionMetadata = partitionsOf.get(row.topic) ?? [];
       const partition = partitionOf({ topic: row.topic, partitionMetadata, message: toKafkaMessage(row) });
       const id = `${row.topic}\u0000${partition}`;
-      batches.set(id, [...(batches.get(id) ?? []), row]);
+      const batch = batches.get(id);
+      if (batch) batch.push(row);
+      else batches.set(id, [row]);
     }
     return [...batches.values()];
   }
@@ -126,7 +128,11 @@ export class KafkaPublisher implements OnApplicationShutdown {
 
   private async send(rows: OutboxRow[]): Promise<void> {
     const byTopic = new Map<string, Message[]>();
-    for (const row of rows) byTopic.set(row.topic, [...(byTopic.get(row.topic) ?? []), toKafkaMessage(row)]);
+    for (const row of rows) {
+      const messages = byTopic.get(row.topic);
+      if (messages) messages.push(toKafkaMessage(row));
+      else byTopic.set(row.topic, [toKafkaMessage(row)]);
+    }
     await this.producer!.sendBatch({
       acks: -1,
       topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),

@@ -5,23 +5,31 @@ import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { KafkaJSError } from 'kafkajs';
-import { DataSource } from 'typeorm';
-import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, parkMessage } from '@app/outbox';
+import { DataSource, EntityManager } from 'typeorm';
+import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, OutboxRow, parkMessage } from '@app/outbox';
 import { DedicatedSession } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { Backoff } from './backoff';
-import { KafkaPublisher } from './kafka-publisher';
+import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
 import { RelayMetrics } from './relay-metrics';
 import { ShardOwnership } from './shard-ownership';
+
+/** A batch handed to Kafka: its ids, the publish under way, and when it was handed over. */
+interface Sending {
+  ids: string[];
+  outcome: Promise<PublishOutcome>;
+  started: bigint;
+}
 
 /**
  * Publishes committed outbox rows to Kafka, at least once, in per-key order.
  *
- * One transaction per batch on the relay's own session: claim rows of owned shards
- * (FOR UPDATE SKIP LOCKED, by sequence), publish, mark published, commit. A crash between send and
- * commit republishes the batch with the same message-ids; consumers absorb that. While Kafka is
- * down the batch rolls back (no attempt counted) and the relay backs off; rows stay put. It wakes
- * on NOTIFY and polls as a fallback; a full batch is followed at once by the next (backlog drain).
+ * On the relay's own session: claim rows of owned shards (FOR UPDATE SKIP LOCKED, by sequence),
+ * publish, mark published; while a batch is in flight the next is claimed and the previous marked, so
+ * Kafka and PostgreSQL work at the same time (publishBacklog). A crash between send and mark
+ * republishes the batch with the same message-ids; consumers absorb that. While Kafka is down nothing
+ * is marked (no attempt counted) and the relay backs off; rows stay put. It wakes on NOTIFY and polls
+ * as a fallback; a full batch is followed at once by the next (backlog drain).
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -94,7 +102,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         const session = await this.openSession();
         await this.ownership.maintain(session.manager);
         this.metrics.ownedShards.set(this.ownership.shards().length);
-        const claimed = await this.publishBatch(session);
+        const claimed = await this.publishBacklog(session);
         this.backoff.reset();
         if (claimed < this.settings.batchSize) await this.idle(this.settings.pollMs, 'work');
       } catch (error) {
@@ -118,37 +126,78 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     }
   }
 
-  private async publishBatch({ queryRunner: session }: DedicatedSession): Promise<number> {
+  /**
+   * Publishes batch after batch while the backlog lasts, keeping Kafka busy: while one batch is in
+   * flight, the next is claimed and the one before is marked and committed. A batch is sent only after
+   * the one before it was acknowledged in full (one request in flight: per-key order). A refusal, an
+   * outage or a database error gives the batch claimed ahead back unsent, and nothing is left in flight
+   * when this returns or throws. Rows in flight after their claim committed stay this instance's: their
+   * shards change owner only in maintenance, which waits for this to return, and the next claim skips
+   * them. Returns the size of the last claim (a full one means there is more).
+   */
+  private async publishBacklog(session: DedicatedSession): Promise<number> {
     const shards = this.ownership.shards();
     if (!shards.length) return 0;
-    const started = process.hrtime.bigint();
-    await session.startTransaction();
+    const { batchSize, shardCount } = this.settings;
+    const runner = session.queryRunner;
+    let sending: Sending | undefined;
+    let claimed = 0;
     try {
-      const rows = await claimBatch(session.manager, { shards, shardCount: this.settings.shardCount, limit: this.settings.batchSize });
-      if (!rows.length) {
-        await session.commitTransaction();
-        return 0;
+      for (;;) {
+        await runner.startTransaction();
+        const ahead = !this.stopping && !this.ownership.due() && (!sending || claimed === batchSize);
+        const rows = ahead ? await claimBatch(runner.manager, { shards, shardCount, limit: batchSize, exclude: sending?.ids }) : [];
+        if (ahead || !sending) claimed = rows.length;
+        const done = sending;
+        sending = undefined;
+        const outcome = await done?.outcome;
+        if (done && outcome!.rejected.length) {
+          // The claim ahead may hold later rows of a refused key: give it back unsent, park, look again.
+          await runner.rollbackTransaction();
+          await runner.startTransaction();
+          await this.settle(runner.manager, outcome!);
+          await runner.commitTransaction();
+          this.report(done, outcome!);
+          claimed = batchSize;
+          continue;
+        }
+        if (rows.length && !this.stopping) sending = this.send(rows);
+        if (done) await this.settle(runner.manager, outcome!);
+        await runner.commitTransaction();
+        if (done) this.report(done, outcome!);
+        if (!sending) return claimed;
       }
-      const outcome = await this.publisher.publish(rows);
-      await markPublished(session.manager, outcome.published);
-      for (const { id, error } of outcome.rejected) {
-        await parkMessage(session.manager, id, error);
-        this.logger.error({ messageId: id, error }, 'Kafka refused an outbox message; parked it, its key waits for an operator');
-      }
-      await session.commitTransaction();
-      this.metrics.kafkaUp.set(1);
-      this.metrics.published.inc(outcome.published.length);
-      this.metrics.rejected.inc(outcome.rejected.length);
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      this.metrics.batchSeconds.observe(seconds);
-      const counts = { claimed: rows.length, published: outcome.published.length, parked: outcome.rejected.length };
-      this.logger.info({ ...counts, shards: shards.length, durationMs: Math.round(seconds * 1000) }, 'outbox batch published');
-      this.ownership.lastPublishAt = new Date();
-      return rows.length;
     } catch (error) {
-      await session.rollbackTransaction().catch(() => undefined);
+      await runner.rollbackTransaction().catch(() => undefined);
+      await sending?.outcome.catch(() => undefined);
       throw error;
     }
+  }
+
+  private send(rows: OutboxRow[]): Sending {
+    const outcome = this.publisher.publish(rows);
+    outcome.catch(() => undefined); // awaited by the loop; a rejection before that is not unhandled
+    return { ids: rows.map((row) => row.id), outcome, started: process.hrtime.bigint() };
+  }
+
+  /** Marks what Kafka acknowledged and parks what it refused, in the caller's transaction. */
+  private async settle(manager: EntityManager, outcome: PublishOutcome): Promise<void> {
+    await markPublished(manager, outcome.published);
+    for (const { id, error } of outcome.rejected) {
+      await parkMessage(manager, id, error);
+      this.logger.error({ messageId: id, error }, 'Kafka refused an outbox message; parked it, its key waits for an operator');
+    }
+  }
+
+  private report(batch: Sending, outcome: PublishOutcome): void {
+    this.metrics.kafkaUp.set(1);
+    this.metrics.published.inc(outcome.published.length);
+    this.metrics.rejected.inc(outcome.rejected.length);
+    const seconds = Number(process.hrtime.bigint() - batch.started) / 1e9;
+    this.metrics.batchSeconds.observe(seconds);
+    const counts = { claimed: batch.ids.length, published: outcome.published.length, parked: outcome.rejected.length };
+    this.logger.info({ ...counts, shards: this.ownership.shards().length, durationMs: Math.round(seconds * 1000) }, 'outbox batch published');
+    this.ownership.lastPublishAt = new Date();
   }
 
   private async openSession(): Promise<DedicatedSession> {
@@ -161,6 +210,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     });
     this.session = session;
     await session.manager.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
+    // A mark lost in a database crash only republishes its rows, which at least once allows: the relay's
+    // commits need not wait for the WAL flush (the command transaction's still do).
+    await session.manager.query(/* sql */ `SET synchronous_commit = off`);
     return session;
   }
 

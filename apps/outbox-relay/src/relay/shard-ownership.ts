@@ -34,6 +34,11 @@ export class ShardOwnership {
     this.nextCheckAt = 0;
   }
 
+  /** Whether `maintain` would do anything now: the relay finishes what it has in flight first. */
+  due(): boolean {
+    return Date.now() >= this.nextCheckAt;
+  }
+
   /** Heartbeat and rebalance, at most once per heartbeat interval. Run between batches, never inside one. */
   async maintain(session: EntityManager): Promise<void> {
     if (Date.now() < this.nextCheckAt) return;
