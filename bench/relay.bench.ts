@@ -50,13 +50,14 @@ interface Options {
   instances: number[];
   pile: number;
   peer: boolean;
+  peerMode: 'parallel' | 'sequential';
   json: boolean;
   profile?: string;
 }
 
 export const usage =
   'usage: npm run bench -- relay [--rows N (100-1000000, default 20000)] [--rounds N (1-10, default 2)] [--instances 1,2,4] ' +
-  '[--pile N (0-2000000, default 100000)] [--no-peer] [--json] [--profile <out.svg> (one relay under --cpu-prof)]';
+  '[--pile N (0-2000000, default 100000)] [--no-peer] [--peer-mode parallel|sequential] [--json] [--profile <out.svg> (one relay under --cpu-prof)]';
 
 function parseOptions(argv: string[]): Options {
   try {
@@ -70,6 +71,7 @@ function parseOptions(argv: string[]): Options {
         instances: { type: 'string' },
         pile: { type: 'string' },
         'no-peer': { type: 'boolean', default: false },
+        'peer-mode': { type: 'string' },
         json: { type: 'boolean', default: false },
         profile: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
@@ -82,6 +84,8 @@ function parseOptions(argv: string[]): Options {
     const instances = (values.instances ?? '1,2,4').split(',').map((text) => integer('--instances', text, 1, 1, SHARDS));
     const bad = instances.find((value) => typeof value === 'string');
     if (bad !== undefined) throw new UsageError(`${bad} (a comma-separated list)`);
+    const peerMode = values['peer-mode'] ?? 'parallel';
+    if (peerMode !== 'parallel' && peerMode !== 'sequential') throw new UsageError(`--peer-mode must be parallel or sequential, got "${peerMode}"`);
     if (values.profile !== undefined && !values.profile.endsWith('.svg')) throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
     return {
       rows: rows as number,
@@ -89,6 +93,7 @@ function parseOptions(argv: string[]): Options {
       instances: [...new Set(instances as number[])],
       pile: pile as number,
       peer: !values['no-peer'],
+      peerMode,
       json: values.json,
       profile: values.profile,
     };
@@ -153,17 +158,28 @@ async function createTopic(kafka: Kafka, topic: string): Promise<void> {
   }
 }
 
+/** Each payload as PostgreSQL prints it, which is what the relay sends (it reads the jsonb as text). */
+async function asPrinted(db: Pool, work: Workload): Promise<Workload> {
+  const { rows } = await db.query<{ text: string }>(/* sql */ `SELECT p::text AS text FROM unnest($1::jsonb[]) WITH ORDINALITY AS r(p, n) ORDER BY n`, [
+    work.rows.map((r) => JSON.stringify(r.payload)),
+  ]);
+  rows.forEach((row, i) => (work.rows[i].payload_json = row.text));
+  return work;
+}
+
 /** The baseline: the same messages through a bare producer with the relay's settings, batch after batch. */
-async function bareProducer(kafka: Kafka, work: Workload): Promise<number> {
+async function bareProducer(kafka: Kafka, work: Workload): Promise<{ seconds: number; cpuMs: number }> {
   const producer = orderedProducer(kafka);
   await producer.connect();
   try {
-    const messages: Message[] = work.rows.map(toKafkaMessage);
+    const cpu = process.cpuUsage();
     const started = performance.now();
-    for (let i = 0; i < messages.length; i += BATCH_SIZE) {
-      await producer.sendBatch({ acks: -1, topicMessages: [{ topic: work.topic, messages: messages.slice(i, i + BATCH_SIZE) }] });
+    for (let i = 0; i < work.rows.length; i += BATCH_SIZE) {
+      const messages: Message[] = work.rows.slice(i, i + BATCH_SIZE).map(toKafkaMessage);
+      await producer.sendBatch({ acks: -1, topicMessages: [{ topic: work.topic, messages }] });
     }
-    return (performance.now() - started) / 1000;
+    const used = process.cpuUsage(cpu);
+    return { seconds: (performance.now() - started) / 1000, cpuMs: (used.user + used.system) / 1000 };
   } finally {
     await producer.disconnect();
   }
@@ -196,15 +212,27 @@ async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<voi
   }
 }
 
-/** Seeds the workload and waits until no row is left unpublished: seconds from the seed's commit. */
+/**
+ * Seeds the workload and waits until no row is left unpublished: seconds from the seed's commit. Polls
+ * the last seeded row by its key first (a count of the unpublished rows every 10 ms would itself scan
+ * the whole backlog, competing with the relay for the CPU), then counts the few left.
+ */
 async function drain(db: Pool, work: Workload): Promise<number> {
   await seed(db, work.rows);
   const committed = performance.now();
   const deadline = Date.now() + 600_000;
+  const lastId = work.rows[work.rows.length - 1].id;
+  let lastPublished = false;
   for (;;) {
-    const { rows } = await db.query(/* sql */ `SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL`);
-    if (rows[0].n === 0) return (performance.now() - committed) / 1000;
-    if (Date.now() > deadline) throw new Error(`not drained in 10 minutes: ${rows[0].n} rows left`);
+    if (!lastPublished) {
+      const { rows } = await db.query(/* sql */ `SELECT published_at IS NOT NULL AS done FROM outbox_messages WHERE id = $1`, [lastId]);
+      lastPublished = rows[0].done;
+    }
+    if (lastPublished) {
+      const { rows } = await db.query(/* sql */ `SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL`);
+      if (rows[0].n === 0) return (performance.now() - committed) / 1000;
+    }
+    if (Date.now() > deadline) throw new Error('not drained in 10 minutes');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
@@ -263,6 +291,18 @@ async function readBack(kafka: Kafka, work: Workload, timeoutMs = 120_000): Prom
   return { missing, duplicates, keysOutOfOrder };
 }
 
+/** User plus system CPU the relays used so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms); NaN off Linux. */
+function relaysCpuMs(relays: RunningApp[]): number {
+  return relays.reduce((sum, relay) => {
+    try {
+      const fields = readFileSync(`/proc/${relay.process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      return sum + ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+    } catch {
+      return NaN;
+    }
+  }, 0);
+}
+
 /** Starts `count` relays and waits until they own every shard between them, each its fair share. */
 async function startRelays(db: Pool, count: number, nodeArgs: string[] = []): Promise<RunningApp[]> {
   const relays: RunningApp[] = [];
@@ -302,7 +342,13 @@ async function stopRelays(relays: RunningApp[], problems: string[]): Promise<voi
 }
 
 /** The peer's run: its own table, seeded with the same messages, drained by its polling listener. */
-async function peerDrain(db: Pool, kafka: Kafka, work: Workload, problems: string[]): Promise<{ seconds: number; check: Check } | { error: string }> {
+async function peerDrain(
+  db: Pool,
+  kafka: Kafka,
+  work: Workload,
+  mode: 'parallel' | 'sequential',
+  findings: string[],
+): Promise<{ seconds: number; check: Check } | { error: string }> {
   await setupPeerOutbox(benchOrdersUrl);
   let child: ChildProcess | undefined;
   try {
@@ -323,7 +369,7 @@ async function peerDrain(db: Pool, kafka: Kafka, work: Workload, problems: strin
     await db.query(
       /* sql */ `
       INSERT INTO ${PEER_TABLE} (id, aggregate_type, aggregate_id, message_type, segment, concurrency, payload, metadata)
-      SELECT id, 'order', key, type, key, 'sequential', payload, headers
+      SELECT id, 'order', key, type, CASE WHEN $7 = 'sequential' THEN key END, $7, payload, headers
       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::int[]) AS r(id, key, type, payload, headers, n)
       ORDER BY n`,
       [
@@ -333,6 +379,7 @@ async function peerDrain(db: Pool, kafka: Kafka, work: Workload, problems: strin
         work.rows.map((r) => JSON.stringify(r.payload)),
         work.rows.map((r) => JSON.stringify(toKafkaMessage(r).headers)),
         work.rows.map((_, n) => n),
+        mode,
       ],
     );
     const committed = performance.now();
@@ -346,7 +393,7 @@ async function peerDrain(db: Pool, kafka: Kafka, work: Workload, problems: strin
     }
     const seconds = (performance.now() - committed) / 1000;
     const { rows: abandoned } = await db.query(`SELECT count(*)::int AS n FROM ${PEER_TABLE} WHERE abandoned_at IS NOT NULL`);
-    if (abandoned[0].n) problems.push(`peer: ${abandoned[0].n} messages abandoned; its last words: ${output.slice(-1_500)}`);
+    if (abandoned[0].n) findings.push(`it gave up (abandoned) ${abandoned[0].n} messages: ${/"message":"([^"]{0,200})/.exec(output)?.[1] ?? 'see its log'}`);
     return { seconds, check: await readBack(kafka, work) };
   } catch (error) {
     return { error: (error as Error).message.split('\n')[0] };
@@ -366,7 +413,7 @@ async function explainClaim(db: Pool): Promise<{ plan: string; ms: number }> {
     const { rows } = await client.query(
       /* sql */ `
       EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) ${CLAIM}`,
-      [SHARDS, Array.from({ length: SHARDS }, (_, i) => i), BATCH_SIZE],
+      [SHARDS, Array.from({ length: SHARDS }, (_, i) => i), BATCH_SIZE, []],
     );
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
     return { plan, ms: Number(/Execution Time: ([\d.]+)/.exec(plan)?.[1] ?? NaN) };
@@ -384,6 +431,8 @@ interface Measurement {
   perSecond: number;
   /** To the baseline of the same round. */
   vsBaseline: number;
+  /** CPU the publishing process(es) used per 1,000 rows: the relays (/proc), or the bench process for the bare producer. */
+  cpuMsPer1000?: number;
   check?: Check;
 }
 
@@ -408,11 +457,11 @@ export async function run(argv: string[]): Promise<BenchResult> {
     if (check.duplicates) problems.push(`${name}: ${check.duplicates} duplicates (at least once allows them, but no fault was injected)`);
   };
   let pile: { rows: number; claimPlan: string; claimMs: number } | undefined;
-  let peer: { settings: Record<string, string | number>; error?: string } | undefined;
+  let peer: Report['peer'];
   let profileNote: string | undefined;
   try {
     progress('warming up: broker, relay build, producer');
-    const warm = workload(Math.min(2_000, options.rows), topic('warmup'));
+    const warm = await asPrinted(db, workload(Math.min(2_000, options.rows), topic('warmup')));
     await createTopic(kafka, warm.topic);
     await bareProducer(kafka, warm);
     {
@@ -424,24 +473,34 @@ export async function run(argv: string[]): Promise<BenchResult> {
     }
 
     for (let round = 1; round <= options.rounds; round++) {
-      const work = workload(options.rows, topic(`baseline-r${round}`));
+      const work = await asPrinted(db, workload(options.rows, topic(`baseline-r${round}`)));
       await createTopic(kafka, work.topic);
       progress(`round ${round}: baseline, ${options.rows} messages through a bare producer`);
-      const baseSeconds = await bareProducer(kafka, work);
-      const base = options.rows / baseSeconds;
-      measurements.push({ name: 'bare kafkajs producer (baseline)', round, rows: options.rows, seconds: baseSeconds, perSecond: base, vsBaseline: 1 });
+      const baseline = await bareProducer(kafka, work);
+      const base = options.rows / baseline.seconds;
+      measurements.push({
+        name: 'bare kafkajs producer (baseline)',
+        round,
+        rows: options.rows,
+        seconds: baseline.seconds,
+        perSecond: base,
+        vsBaseline: 1,
+        cpuMsPer1000: (baseline.cpuMs * 1000) / options.rows,
+      });
       for (const count of options.instances) {
         const relayWork = { ...workload(options.rows, ''), topic: topic(`relay${count}-r${round}`) };
         for (const r of relayWork.rows) r.topic = relayWork.topic;
         await createTopic(kafka, relayWork.topic);
         const relays = await startRelays(db, count);
         progress(`round ${round}: ${count} relay${count > 1 ? 's' : ''} draining ${options.rows} rows`);
+        const cpu = relaysCpuMs(relays);
         const seconds = await drain(db, relayWork);
+        const cpuMsPer1000 = ((relaysCpuMs(relays) - cpu) * 1000) / options.rows;
         await stopRelays(relays, problems);
         const check = await readBack(kafka, relayWork);
         const name = `outbox-relay x${count}`;
         checked(`${name} round ${round}`, check);
-        measurements.push({ name, round, rows: options.rows, seconds, perSecond: options.rows / seconds, vsBaseline: options.rows / seconds / base, check });
+        measurements.push({ name, round, rows: options.rows, seconds, perSecond: options.rows / seconds, vsBaseline: options.rows / seconds / base, cpuMsPer1000, check });
       }
     }
 
@@ -456,28 +515,45 @@ export async function run(argv: string[]): Promise<BenchResult> {
       const explained = await explainClaim(db);
       pile = { rows: options.pile, claimPlan: explained.plan, claimMs: explained.ms };
       const relays = await startRelays(db, 1);
+      const cpu = relaysCpuMs(relays);
       const seconds = await drain(db, work);
+      const cpuMsPer1000 = ((relaysCpuMs(relays) - cpu) * 1000) / options.rows;
       await stopRelays(relays, problems);
       const check = await readBack(kafka, work);
       checked('piled up', check);
       const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
-      measurements.push({ name: `outbox-relay x1 on ${options.pile} published rows`, round: 0, rows: options.rows, seconds, perSecond: options.rows / seconds, vsBaseline: options.rows / seconds / base, check });
+      measurements.push({
+        name: `outbox-relay x1 on ${options.pile} published rows`,
+        round: 0,
+        rows: options.rows,
+        seconds,
+        perSecond: options.rows / seconds,
+        vsBaseline: options.rows / seconds / base,
+        cpuMsPer1000,
+        check,
+      });
     }
 
     if (options.peer) {
       progress(`peer: pg-transactional-outbox 0.5.7 (polling) draining ${options.rows} rows`);
       const work = workload(options.rows, topic('peer'));
       await createTopic(kafka, work.topic);
-      const result = await peerDrain(db, kafka, work, problems);
-      peer = { settings: { batch: PEER_BATCH_SIZE, pollMs: PEER_POLL_MS, lockMs: PEER_LOCK_MS, segment: 'aggregate id', concurrency: 'sequential' } };
+      const findings: string[] = [];
+      const result = await peerDrain(db, kafka, work, options.peerMode, findings);
+      peer = {
+        settings: { batch: PEER_BATCH_SIZE, pollMs: PEER_POLL_MS, lockMs: PEER_LOCK_MS, concurrency: options.peerMode, segment: options.peerMode === 'sequential' ? 'order id' : 'none' },
+        findings,
+      };
       if ('error' in result) {
         peer.error = result.error;
-        problems.push(`peer pg-transactional-outbox: ${result.error}`);
+        findings.push(`could not be measured: ${result.error}`);
       } else {
-        checked('peer pg-transactional-outbox', result.check);
+        // The peer's losses, duplicates and disorder are findings about it, not failures of this benchmark.
+        const { missing, duplicates, keysOutOfOrder } = result.check;
+        if (missing || duplicates || keysOutOfOrder) findings.push(`${missing} messages never reached Kafka, ${duplicates} duplicates, ${keysOutOfOrder} keys out of order`);
         const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
         const perSecond = options.rows / result.seconds;
-        measurements.push({ name: 'pg-transactional-outbox 0.5.7 (polling)', round: 0, rows: options.rows, seconds: result.seconds, perSecond, vsBaseline: perSecond / base, check: result.check });
+        measurements.push({ name: `pg-transactional-outbox 0.5.7 (polling, ${options.peerMode})`, round: 0, rows: options.rows, seconds: result.seconds, perSecond, vsBaseline: perSecond / base, check: result.check });
       }
     }
 
@@ -523,6 +599,7 @@ interface Summary {
   rounds: number;
   perSecond: number;
   vsBaseline: number;
+  cpuMsPer1000?: number;
   lost: number;
   duplicates: number;
   keysOutOfOrder: number;
@@ -538,6 +615,7 @@ function summarise(measurements: Measurement[]): Summary[] {
       rounds: of.length,
       perSecond: mean(of.map((m) => m.perSecond)),
       vsBaseline: mean(of.map((m) => m.vsBaseline)),
+      cpuMsPer1000: of.every((m) => m.cpuMsPer1000 !== undefined) ? mean(of.map((m) => m.cpuMsPer1000!)) : undefined,
       lost: of.reduce((n, m) => n + (m.check?.missing ?? 0), 0),
       duplicates: of.reduce((n, m) => n + (m.check?.duplicates ?? 0), 0),
       keysOutOfOrder: of.reduce((n, m) => n + (m.check?.keysOutOfOrder ?? 0), 0),
@@ -553,7 +631,7 @@ interface Report {
   measurements: Measurement[];
   summary: Summary[];
   pile?: { rows: number; claimPlan: string; claimMs: number };
-  peer?: { settings: Record<string, string | number>; error?: string };
+  peer?: { settings: Record<string, string | number>; error?: string; findings: string[] };
   profile?: string;
   problems: string[];
 }
@@ -566,16 +644,26 @@ function print(report: Report): string {
       'relays, PostgreSQL, Kafka and this bench share it',
     `rows ${report.settings.rows} per drain, RELAY_BATCH_SIZE=${BATCH_SIZE}, RELAY_SHARDS=${SHARDS}, ${PARTITIONS} partitions, ${report.settings.rounds} alternating rounds`,
     '',
-    row(['each round', 'round', 'seconds', 'rows/s', 'vs base', 'lost', 'dup', 'disorder']),
+    row(['each round', 'round', 'seconds', 'rows/s', 'vs base', 'CPU/1000', 'lost', 'dup', 'disorder']),
     ...report.measurements.map((m) =>
-      row([m.name, m.round || '-', m.seconds.toFixed(2), m.perSecond.toFixed(0), `${m.vsBaseline.toFixed(2)}x`, m.check?.missing ?? '-', m.check?.duplicates ?? '-', m.check?.keysOutOfOrder ?? '-']),
+      row([
+        m.name,
+        m.round || '-',
+        m.seconds.toFixed(2),
+        m.perSecond.toFixed(0),
+        `${m.vsBaseline.toFixed(2)}x`,
+        m.cpuMsPer1000 === undefined ? '-' : `${m.cpuMsPer1000.toFixed(0)} ms`,
+        m.check?.missing ?? '-',
+        m.check?.duplicates ?? '-',
+        m.check?.keysOutOfOrder ?? '-',
+      ]),
     ),
     '',
-    row(['mean over rounds', 'rounds', 'rows/s', 'vs base']),
-    ...report.summary.map((s) => row([s.name, s.rounds, s.perSecond.toFixed(0), `${s.vsBaseline.toFixed(2)}x`])),
+    row(['mean over rounds', 'rounds', 'rows/s', 'vs base', 'CPU/1000']),
+    ...report.summary.map((s) => row([s.name, s.rounds, s.perSecond.toFixed(0), `${s.vsBaseline.toFixed(2)}x`, s.cpuMsPer1000 === undefined ? '-' : `${s.cpuMsPer1000.toFixed(0)} ms`])),
   ];
   if (report.pile) lines.push('', `claim on ${report.pile.rows} published rows: ${report.pile.claimMs.toFixed(2)} ms (EXPLAIN ANALYZE, nothing unpublished left)`);
-  if (report.peer?.error) lines.push('', `peer: ${report.peer.error}`);
+  if (report.peer?.findings.length) lines.push('', `peer pg-transactional-outbox: ${report.peer.findings.join('; ')}`);
   if (report.profile) lines.push('', report.profile);
   lines.push('', report.ok ? 'OK: every message arrived, none twice, each key in outbox order' : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`);
   return lines.join('\n');
@@ -598,7 +686,12 @@ function section(report: Report): BenchSection {
     });
   }
   const peerRow = report.summary.find((s) => s.name.startsWith('pg-transactional-outbox'));
-  if (one && peerRow) targets.push({ target: 'ahead of pg-transactional-outbox 0.5.7 (polling)', measured: `${(one.perSecond / peerRow.perSecond).toFixed(1)}x its rate`, met: one.perSecond > peerRow.perSecond });
+  if (one && peerRow) {
+    const found = report.peer?.findings.length ? `; the peer: ${report.peer.findings.join('; ')}` : '';
+    targets.push({ target: 'ahead of pg-transactional-outbox 0.5.7 (polling)', measured: `${(one.perSecond / peerRow.perSecond).toFixed(1)}x its rate${found}`, met: one.perSecond > peerRow.perSecond });
+  } else if (report.peer?.error) {
+    targets.push({ target: 'ahead of pg-transactional-outbox 0.5.7 (polling)', measured: `not measured: ${report.peer.error}`, met: false });
+  }
   return {
     id: 'relay',
     title: 'Outbox relay (committed rows to Kafka)',
@@ -611,12 +704,25 @@ function section(report: Report): BenchSection {
       `(keys, values, headers) to a fresh topic of ${PARTITIONS} partitions; baseline and relay rounds alternate (${report.settings.rounds} rounds), ` +
       "each ratio is to its own round's baseline. After each drain the topic is read back: every message-id, duplicates, each key in outbox order. " +
       `"Piled up": ${report.settings.pile} rows already published (their unpublished-index entries dead, not vacuumed) under a fresh drain. ` +
-      'Peer: pg-transactional-outbox 0.5.7 polling its own table (batch 500, poll 10 ms, lock 5 s, full batches from the start, segment = order id, ' +
-      'sequential), publishing each message with the same producer settings.',
+      (report.peer
+        ? `Peer: pg-transactional-outbox 0.5.7 polling its own table (batch ${PEER_BATCH_SIZE}, poll ${PEER_POLL_MS} ms, lock ${PEER_LOCK_MS} ms, ` +
+          `full batches from the start, messages \`${report.peer.settings.concurrency}\`` +
+          (report.peer.settings.concurrency === 'sequential' ? ' with the order id as segment, its way to keep per-key order' : ' without segment: no per-key order') +
+          '), publishing each message with the same producer settings; its losses and disorder are reported, not counted as failures here.'
+        : ''),
     settings: { ...report.settings, server: report.server },
     table: {
-      columns: ['scenario', 'rounds', 'rows/s', 'vs baseline', 'lost', 'duplicates', 'keys out of order'],
-      rows: report.summary.map((s) => [s.name, s.rounds, Math.round(s.perSecond), `${s.vsBaseline.toFixed(2)}x`, s.lost, s.duplicates, s.keysOutOfOrder]),
+      columns: ['scenario', 'rounds', 'rows/s', 'vs baseline', 'publisher CPU per 1,000 rows', 'lost', 'duplicates', 'keys out of order'],
+      rows: report.summary.map((s) => [
+        s.name,
+        s.rounds,
+        Math.round(s.perSecond),
+        `${s.vsBaseline.toFixed(2)}x`,
+        s.cpuMsPer1000 === undefined ? '–' : `${s.cpuMsPer1000.toFixed(0)} ms`,
+        s.lost,
+        s.duplicates,
+        s.keysOutOfOrder,
+      ]),
     },
     bars: report.summary.map((s) => ({ label: s.name, ratio: s.vsBaseline, value: `${Math.round(s.perSecond)}/s` })),
     targets: base ? targets : [],
