@@ -19,7 +19,7 @@ export class RelayMetrics {
   });
   readonly batchSeconds = new Histogram({
     name: 'outbox_batch_duration_seconds',
-    help: 'Claim + publish + mark, per non-empty batch',
+    help: "From a batch's hand-over to Kafka to the commit of its mark",
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   });
   readonly ownedShards = new Gauge({ name: 'outbox_relay_owned_shards', help: 'Shards this instance owns' });
