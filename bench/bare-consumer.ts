@@ -3,6 +3,8 @@ import { Pool } from 'pg';
 import { Headers, OrderPlacedV1, Topics } from '@app/contracts';
 
 export const BARE_GROUP = 'bench-bare-consumer';
+/** As libs/inbox's InboxConsumer: one partition's batch at a time (kafkajs' default). */
+export const PARTITIONS_IN_PARALLEL = 1;
 
 /** The baseline's tables, beside fulfillment's in its database and shaped like them (same keys and indexes). */
 export async function createBareTables(pool: Pool): Promise<void> {
@@ -29,7 +31,12 @@ export class BareConsumer {
     this.consumer = this.kafka.consumer({ groupId: BARE_GROUP, allowAutoTopicCreation: false, maxWaitTimeInMs: 1_000 });
     await this.consumer.connect();
     await this.consumer.subscribe({ topic: Topics.orderEvents, fromBeginning: true });
-    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: PARTITIONS_IN_PARALLEL,
+      eachBatch: (payload) => this.onBatch(payload),
+    });
   }
 
   async stop(): Promise<void> {

@@ -7,7 +7,8 @@
  * backlog, then lets each consumer drain it in turn (the order alternates between rounds):
  * - bare loop (baseline): kafkajs eachBatch in this process, no Nest; per batch ONE transaction that
  *   inserts the inbox rows ON CONFLICT DO NOTHING and the shipments of the new ones (set-based, two
- *   statements), then commits the offsets after the database commit. Tables shaped like fulfillment's.
+ *   statements), then commits the offsets after the database commit; one partition's batch at a time,
+ *   as the inbox consumer (bench/bare-consumer.ts). Tables shaped like fulfillment's.
  * - fulfillment: the real app (apps/fulfillment, from the tests' build), started fresh.
  * - notifier: the real app recording one webhook delivery per event (its dispatcher delivers them to a
  *   bare receiver meanwhile: that is how it runs).
@@ -30,7 +31,7 @@ import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
 import { ensureServiceTopics, testKafka } from '../test/support/kafka';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
-import { BARE_GROUP, BareConsumer, createBareTables } from './bare-consumer';
+import { BARE_GROUP, BareConsumer, createBareTables, PARTITIONS_IN_PARALLEL } from './bare-consumer';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { flameGraph } from './flame-graph';
@@ -246,7 +247,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const server = await describeServer(benchFulfillmentUrl);
 
   const problems: string[] = [];
-  const fulfillmentPool = new Pool({ connectionString: benchFulfillmentUrl, max: 4 });
+  const fulfillmentPool = new Pool({ connectionString: benchFulfillmentUrl, max: PARTITIONS_IN_PARALLEL + 2 });
   const notifierPool = new Pool({ connectionString: benchNotifierUrl, max: 2 });
   await createBareTables(fulfillmentPool);
   const kafka = testKafka('bench-consumers');
@@ -428,7 +429,8 @@ function section(report: Report): BenchSection {
       `Each round produces ${report.settings.events} OrderPlaced v1 events to the order topic as the relay does (key = order id, ` +
       'the relay\'s headers), then each consumer drains the same backlog from its start, in an order that alternates between ' +
       'rounds: a bare kafkajs `eachBatch` loop in the bench process (baseline: one transaction per batch inserting the inbox rows ' +
-      'ON CONFLICT DO NOTHING and the new rows\' shipments, set-based; offsets committed after the commit), the real fulfillment ' +
+      'ON CONFLICT DO NOTHING and the new rows\' shipments, set-based; offsets committed after the commit; ' +
+      'one partition at a time like the inbox consumer), the real fulfillment ' +
       'app, and the real notifier (recording webhook deliveries while its dispatcher delivers them to a bare receiver). Events/s ' +
       'from the consumer\'s start (live, joining the group) to the last effect\'s transaction timestamp on the database; every ' +
       'event is checked to have exactly one effect and one inbox row. The median of the rounds is charted.',

@@ -29,7 +29,7 @@ import { buildForTests } from '../test/support/build';
 import { ensureServiceTopics, skipConsumerBacklog, testKafka } from '../test/support/kafka';
 import { OrdersDb } from '../test/support/orders-db';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
-import { BARE_GROUP, BareConsumer, createBareTables } from './bare-consumer';
+import { BARE_GROUP, BareConsumer, createBareTables, PARTITIONS_IN_PARALLEL } from './bare-consumer';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { KeepAliveClient, percentile } from './load';
@@ -328,7 +328,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
 
   const problems: string[] = [];
   const ordersPool = new Pool({ connectionString: benchOrdersUrl, max: 2 });
-  const fulfillmentPool = new Pool({ connectionString: benchFulfillmentUrl, max: 2 });
+  const fulfillmentPool = new Pool({ connectionString: benchFulfillmentUrl, max: PARTITIONS_IN_PARALLEL + 2 });
   const kafka = testKafka('bench-latency');
   const receiver = new WebhookReceiver();
   const apps: RunningApp[] = [];

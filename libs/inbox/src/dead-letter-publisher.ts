@@ -19,8 +19,6 @@ export interface DeadLetterInput {
  */
 export class DeadLetterPublisher {
   private producer?: Producer;
-  /** The send in flight: partitions are consumed in parallel, and a failed send must reset the producer before the next goes. */
-  private sending: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly kafka: Kafka,
@@ -44,13 +42,7 @@ export class DeadLetterPublisher {
    * Resolves with nothing once the topic has the dead letter, or with Kafka's refusal when the topic
    * will never take it (too large, say). Throws when Kafka could not be asked: try again later.
    */
-  publish(input: DeadLetterInput): Promise<string | undefined> {
-    const sent = this.sending.then(() => this.send(input));
-    this.sending = sent.catch(() => undefined);
-    return sent;
-  }
-
-  private async send({ consumer, message, error, attempts }: DeadLetterInput): Promise<string | undefined> {
+  async publish({ consumer, message, error, attempts }: DeadLetterInput): Promise<string | undefined> {
     try {
       await this.connect();
       await this.producer!.send({

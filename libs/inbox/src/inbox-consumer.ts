@@ -59,20 +59,6 @@ export interface InboxConsumerOptions {
 const MAX_MESSAGES_PER_TRANSACTION = 1_000;
 
 /**
- * Partitions whose batches are handled at the same time, each in its own transaction (a partition's
- * own batches stay one after the other: per-key order holds). One at a time, a fetch's batches queued
- * behind each other's commits: at 200 orders/s on a loaded 2-CPU machine the consumer's share of the
- * end-to-end latency went from p50 122 ms / p99 593 ms to 17 ms / 142 ms (bench/latency.bench.ts).
- * Bounded by the pool, keeping one connection for the inbox sweep and dead-letter records.
- */
-const PARTITIONS_IN_PARALLEL = 6;
-
-function partitionsInParallel(dataSource: DataSource): number {
-  const poolSize = (dataSource.options as { poolSize?: number }).poolSize ?? 10;
-  return Math.max(1, Math.min(PARTITIONS_IN_PARALLEL, poolSize - 1));
-}
-
-/**
  * A kafkajs consumer (eachBatch, no auto-commit) that hands each batch to `processOnce` and commits
  * the Kafka offsets only after the database commit. A crash in between redelivers the batch, and
  * the inbox turns the redelivery into duplicates. A message that keeps failing is retried
@@ -158,12 +144,7 @@ export class InboxConsumer {
     });
     await this.consumer.connect();
     for (const topic of topics) await this.consumer.subscribe({ topic, fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: partitionsInParallel(this.options.dataSource),
-      eachBatch: (payload) => this.onBatch(payload),
-    });
+    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
   }
 
   private async disconnect(): Promise<void> {
