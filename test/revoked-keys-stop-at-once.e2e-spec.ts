@@ -36,7 +36,7 @@ describe('a revoked API key stops working at once, although clients are cached',
     if (killListenerFirst) {
       const { rows } = await suite.db.pool.query(
         `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
-         WHERE application_name = 'command-api' AND query = 'LISTEN api_clients_changed'`,
+         WHERE application_name = 'command-api' AND query = 'LISTEN api_clients_changed' AND datname = current_database()`,
       );
       expect(rows[0].n).toBe(1);
     }
