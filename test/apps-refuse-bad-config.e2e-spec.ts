@@ -24,3 +24,14 @@ describe('a bad configuration stops boot with one line naming the variable', () 
     expect(lines[0]).toContain(JSON.stringify(value));
   });
 });
+
+describe('test-only switches', () => {
+  it.each([
+    ['apps/command-api/src/main.ts', 'FAULT_INJECTION'],
+    ['apps/fulfillment/src/main.ts', 'CRASH_AFTER_DATABASE_COMMIT'],
+  ])('%s refuses %s=true unless NODE_ENV=test (development here, as npm start runs it)', (entry, variable) => {
+    const result = boot(entry, { NODE_ENV: 'development', [variable]: 'true' });
+    expect(result.status).toBe(1);
+    expect(result.stderr.trim()).toMatch(new RegExp(`^[a-z-]+: .*${variable}: is a test-only switch .*: it needs NODE_ENV=test`));
+  });
+});
