@@ -18,6 +18,9 @@ export WEBHOOK_URL="${WEBHOOK_URL:-http://127.0.0.1:${ports[webhook-receiver]}/w
 # No test-only switch is on here (FAULT_INJECTION, CRASH_AFTER_DATABASE_COMMIT need NODE_ENV=test):
 # `npm run demo` starts a command-api of its own with fault injection for the one finding that needs it.
 host="${HOST:-127.0.0.1}"
+# Each app serves /metrics and /docs on its own management port (3100-3104 by default): one
+# MANAGEMENT_PORT for all five would collide on this one host.
+unset MANAGEMENT_PORT
 logs=.cache/logs
 mkdir -p "$logs"
 pids=()
@@ -64,7 +67,7 @@ demo_idempotency_key="demo-$(date +%s)"
 cat <<MSG
 
 Running:
-  command-api   $api        (OpenAPI and /metrics on its management port: http://$host:${MANAGEMENT_PORT:-3100}/docs)
+  command-api   $api        (OpenAPI: http://$host:3100/docs; every app's /metrics on its port + 100)
   outbox-relay  http://$host:${ports[outbox-relay]}
   fulfillment   http://$host:${ports[fulfillment]}
   notifier      http://$host:${ports[notifier]}     (signed webhooks to $WEBHOOK_URL)

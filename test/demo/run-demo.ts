@@ -138,9 +138,18 @@ class Client {
 /** The built command-api (`npm start` built it) with fault injection on, on a free port, until stop(). */
 async function startFaultInjectingApi(): Promise<{ url: string; stop(): Promise<void> }> {
   const port = await freePort();
+  const managementPort = await freePort();
   const child = spawn(process.execPath, [join(root, 'dist', 'apps', 'command-api', 'src', 'main.js')], {
     cwd: root,
-    env: { ...process.env, NODE_ENV: 'test', FAULT_INJECTION: 'true', COMMAND_API_PORT: String(port), LOG_LEVEL: 'warn', ORDERS_DATABASE_URL: env.orders },
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      FAULT_INJECTION: 'true',
+      COMMAND_API_PORT: String(port),
+      MANAGEMENT_PORT: String(managementPort),
+      LOG_LEVEL: 'warn',
+      ORDERS_DATABASE_URL: env.orders,
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -16,7 +16,7 @@ const portVariable: Record<AppName, string> = {
 };
 
 /** Apps that serve /metrics and /docs on a management port of their own (MANAGEMENT_PORT). */
-const managed = new Set<AppName>(['command-api', 'webhook-receiver']);
+const managed = new Set<AppName>(['command-api', 'outbox-relay', 'fulfillment', 'notifier', 'webhook-receiver']);
 
 export interface Exit {
   code: number | null;

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { FulfillmentConfig, fulfillmentConfig } from './config';
 import { FulfillmentConsumer } from './shipments/fulfillment-consumer.service';
 
@@ -19,7 +19,6 @@ import { FulfillmentConsumer } from './shipments/fulfillment-consumer.service';
           statementTimeoutMs: 30_000,
         }),
     }),
-    MetricsModule,
     HealthModule.register({ database: 'fulfillment', kafka: true }),
   ],
   providers: [FulfillmentConsumer],

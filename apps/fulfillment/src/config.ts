@@ -9,6 +9,8 @@ export const fulfillmentConfig = z
     LOG_LEVEL: envFields.logLevel,
     HOST: envFields.host,
     FULFILLMENT_PORT: envFields.port(3002),
+    /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */
+    MANAGEMENT_PORT: envFields.port(3102),
     FULFILLMENT_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/fulfillment'),
     DATABASE_POOL_SIZE: envFields.poolSize,
     KAFKA_BROKERS: envFields.kafkaBrokers,

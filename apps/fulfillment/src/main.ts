@@ -6,6 +6,6 @@ void runHttpApp({
   name: 'fulfillment',
   module: AppModule,
   schema: fulfillmentConfig,
-  listen: (config) => ({ host: config.HOST, port: config.FULFILLMENT_PORT }),
+  listen: (config) => ({ host: config.HOST, port: config.FULFILLMENT_PORT, managementPort: config.MANAGEMENT_PORT }),
   describe: (doc) => doc.setDescription('Consumes order events into its own database, once per message-id.'),
 });

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { NotifierConfig, notifierConfig } from './config';
 import { NotifierConsumer } from './webhooks/notifier-consumer.service';
 import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
@@ -20,7 +20,6 @@ import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
           statementTimeoutMs: 30_000,
         }),
     }),
-    MetricsModule,
     HealthModule.register({ database: 'notifier', kafka: true }),
   ],
   providers: [WebhookDispatcher, NotifierConsumer],

@@ -18,6 +18,8 @@ export const notifierConfig = z
     LOG_LEVEL: envFields.logLevel,
     HOST: envFields.host,
     NOTIFIER_PORT: envFields.port(3003),
+    /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */
+    MANAGEMENT_PORT: envFields.port(3103),
     NOTIFIER_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/notifier'),
     DATABASE_POOL_SIZE: envFields.poolSize,
     KAFKA_BROKERS: envFields.kafkaBrokers,

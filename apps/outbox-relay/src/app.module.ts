@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { HealthModule, loggingModule, MetricsModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { OutboxRelayConfig, outboxRelayConfig } from './config';
 import { RelayModule } from './relay/relay.module';
 
@@ -19,7 +19,6 @@ import { RelayModule } from './relay/relay.module';
           statementTimeoutMs: 30_000,
         }),
     }),
-    MetricsModule,
     HealthModule.register({ database: 'orders', kafka: true }),
     RelayModule,
   ],

@@ -9,6 +9,8 @@ export const outboxRelayConfig = z
     LOG_LEVEL: envFields.logLevel,
     HOST: envFields.host,
     OUTBOX_RELAY_PORT: envFields.port(3001),
+    /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */
+    MANAGEMENT_PORT: envFields.port(3101),
     ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
     DATABASE_POOL_SIZE: envFields.poolSize,
     KAFKA_BROKERS: envFields.kafkaBrokers,
