@@ -8,6 +8,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeMachine, runAsMain } from './cli';
 import * as commands from './command-path.bench';
+import * as consumers from './consumers.bench';
+import * as latency from './latency.bench';
+import * as relay from './relay.bench';
 import { describeServer } from './bench-database';
 import { benchOrdersUrl } from './bench-env';
 import { writeDocument } from './document';
@@ -19,8 +22,8 @@ interface Benchmark {
   run(argv: string[]): Promise<BenchResult>;
 }
 
-/** In the order `npm run bench` runs them. */
-const BENCHMARKS: Record<string, Benchmark> = { commands, webhooks };
+/** In the order `npm run bench` runs them: B1 commands (with the peer), B2 relay (with the peer), B3 consumers, B4 latency, webhooks. */
+const BENCHMARKS: Record<string, Benchmark> = { commands, relay, consumers, latency, webhooks };
 
 const usage = `usage: npm run bench [-- <benchmark> [flags]]   benchmarks: ${Object.keys(BENCHMARKS).join(', ')}
   with no benchmark: all of them with their default sizes, then docs/benchmarks.md is written
