@@ -4,7 +4,7 @@
  * without touching the document. Never part of `npm test`.
  */
 import './bench-env'; // first: it points test/support at the bench databases
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeMachine, runAsMain } from './cli';
 import * as commands from './command-path.bench';
@@ -25,6 +25,9 @@ interface Benchmark {
 /** In the order `npm run bench` runs them: B1 commands (with the peer), B2 relay (with the peer), B3 consumers, B4 latency, webhooks. */
 const BENCHMARKS: Record<string, Benchmark> = { commands, relay, consumers, latency, webhooks };
 
+/** The full report of each benchmark of the last `npm run bench` (git-ignored). */
+const RESULTS_DIR = join(__dirname, '..', '.cache', 'bench');
+
 const usage = `usage: npm run bench [-- <benchmark> [flags]]   benchmarks: ${Object.keys(BENCHMARKS).join(', ')}
   with no benchmark: all of them with their default sizes, then docs/benchmarks.md is written
   npm run bench -- <benchmark> --help   that benchmark's flags`;
@@ -38,6 +41,9 @@ async function runAll(): Promise<BenchResult> {
     const result = await benchmark.run([]);
     process.stdout.write(`\n${result.text}\n`);
     sections.push(result.section);
+    // Kept as it comes, so that a failure later in the run loses no measurement.
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    writeFileSync(join(RESULTS_DIR, `${id}.json`), JSON.stringify(result.report));
   }
   const path = writeDocument(join(__dirname, '..', 'docs'), sections, {
     machine,
@@ -52,7 +58,9 @@ async function runAll(): Promise<BenchResult> {
 }
 
 async function versions(): Promise<Record<string, string>> {
-  const version = (name: string) => (require(`${name}/package.json`) as { version: string }).version;
+  // The pinned versions (package.json pins exact ones): some packages do not export their package.json.
+  const pinned = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  const version = (name: string) => pinned.dependencies[name] ?? 'unknown';
   const kafka = /^KAFKA_VERSION="([^"]+)"/m.exec(readFileSync(join(__dirname, '..', 'scripts', 'infra.sh'), 'utf8'))?.[1];
   return {
     PostgreSQL: (await describeServer(benchOrdersUrl)).replace(/^PostgreSQL /, ''),
