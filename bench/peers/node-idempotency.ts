@@ -34,10 +34,10 @@
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { freePort } from '../../test/support/free-port';
 import { benchDatabaseName, recreateBenchDatabase } from '../bench-database';
 
 export const peerOrdersUrl =
@@ -244,12 +244,4 @@ async function answers(url: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }

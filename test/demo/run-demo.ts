@@ -7,12 +7,12 @@
 import { randomUUID } from 'node:crypto';
 import { execFile, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
-import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'pg';
 import { Topics } from '@app/contracts';
 import { createKafka } from '@app/platform';
+import { freePort } from '../support/free-port';
 import { http, HttpResult } from '../support/http';
 
 const root = join(__dirname, '..', '..');
@@ -167,16 +167,6 @@ async function startFaultInjectingApi(): Promise<{ url: string; stop(): Promise<
   }
   await stop();
   throw new Error('the fault-injecting command-api did not come up within 30 s');
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
 }
 
 async function preflight(): Promise<void> {

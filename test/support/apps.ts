@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { builtEntryArgs } from './build';
+import { freePort } from './free-port';
 
 const root = join(__dirname, '..', '..');
 
@@ -88,12 +88,4 @@ async function waitUntilLive(app: RunningApp, exited: Promise<Exit>, timeoutMs =
   }
   await app.stop('SIGKILL');
   throw new Error(`app not live within ${timeoutMs} ms:\n${app.output()}`);
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
