@@ -1,9 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { HttpResult } from './support/http';
+import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 const PROBLEM_JSON = /^application\/problem\+json/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const UUID = CANONICAL_UUID_PATTERN;
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
 
@@ -340,4 +341,4 @@ describe('cancelling and reading orders', () => {
   });
 });
 
-const UUID_IN_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+const UUID_IN_TEXT = new RegExp(CANONICAL_UUID_PATTERN.source.slice(1, -1), 'g');

@@ -3,6 +3,7 @@ import { ApiClientSession } from "./support/command-api";
 import { RunningApp, startApp } from "./support/apps";
 import { HttpResult } from "./support/http";
 import { OrdersDb } from "./support/orders-db";
+import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 /**
  * Random rounds of concurrent `POST /v1/orders` against the real API and PostgreSQL, checked against
@@ -108,7 +109,7 @@ class Model {
 const replayed = (r: HttpResult) => r.headers["idempotent-replayed"];
 const isUuid = (s: unknown) =>
   typeof s === "string" &&
-  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(s);
+  CANONICAL_UUID_PATTERN.test(s);
 
 /** An answer that is the execution of its request: a new order, or the stored "customerRef already used". */
 const isExecution = (r: HttpResult) =>

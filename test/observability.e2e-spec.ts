@@ -9,8 +9,9 @@ import { OrdersDb } from './support/orders-db';
 import { TcpProxy } from './support/tcp-proxy';
 import { testEnv } from './support/test-env';
 import { WebhookReceiver } from './support/webhook-receiver';
+import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const UUID = CANONICAL_UUID_PATTERN;
 const PROMETHEUS_TEXT = /^text\/plain; .*version=0\.0\.4/;
 
 /** Each app's own metrics besides the default process ones: name and Prometheus type. */

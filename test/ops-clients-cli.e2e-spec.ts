@@ -4,6 +4,7 @@ import { ApiClientSession } from './support/command-api';
 import { json, ops, OpsRun } from './support/ops-cli';
 import { OrdersDb } from './support/orders-db';
 import { testEnv } from './support/test-env';
+import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 const tenantName = () => `ops-${randomUUID().slice(0, 8)}`;
 
@@ -72,7 +73,7 @@ describe('the ops CLI manages API clients and sweeps receipts', () => {
     const created = json(await create);
     expect(created).toEqual({
       tenant,
-      clientId: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/),
+      clientId: expect.stringMatching(CANONICAL_UUID_PATTERN),
       apiKey: expect.stringMatching(/^ik_[A-Za-z0-9_-]{43}$/),
       operations: ['orders.create', 'orders.cancel'],
     });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Producer } from 'kafkajs';
-import { DeadLetterHeaders, Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
+import { CANONICAL_UUID_PATTERN, DeadLetterHeaders, Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
 import { ensureServiceTopics, testKafka } from './support/kafka';
 import { NotifierDb } from './support/notifier-db';
@@ -154,7 +154,7 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
   it('re-driven while the notifier still cannot record it, it is dead-lettered again and listed again', async () => {
     const first = json(await ops(['dlq:redrive', event.messageId, '--json']));
     expect(first).toEqual({
-      redriveId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      redriveId: expect.stringMatching(CANONICAL_UUID_PATTERN),
       dryRun: false,
       selected: [{ consumer: 'notifier', messageId: event.messageId, eventType: 'OrderPlaced', topic: Topics.orderEvents, redrivenAt: expect.any(String) }],
       skipped: [],

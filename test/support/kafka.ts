@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, Producer } from 'kafkajs';
 import { Headers, Topics } from '@app/contracts';
-import { createKafka } from '@app/platform';
+import { createKafka, ensureTopics } from '@app/platform';
 import { testEnv } from './test-env';
 
 export function testKafka(clientId = 'e2e'): Kafka {
@@ -15,21 +15,7 @@ export function uniqueTopic(purpose: string): string {
 
 /** Creates the service's topics if the relay has not yet, as the relay would (6 partitions). */
 export async function ensureServiceTopics(kafka: Kafka): Promise<void> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const existing = new Set(await admin.listTopics());
-    const missing = Object.values(Topics).filter((topic) => !existing.has(topic));
-    if (missing.length) {
-      await admin
-        .createTopics({ topics: missing.map((topic) => ({ topic, numPartitions: 6 })), waitForLeaders: true })
-        .catch((error) => {
-          if (!/already exists/i.test(String(error?.message))) throw error;
-        });
-    }
-  } finally {
-    await admin.disconnect();
-  }
+  await ensureTopics(kafka, Object.values(Topics), 6);
 }
 
 export interface OrderEventInput {

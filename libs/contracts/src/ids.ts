@@ -6,6 +6,9 @@
  */
 export const UUID_PATTERN = /^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/;
 
+/** A UUID in its canonical spelling (lower case), as everything this project writes carries it. */
+export const CANONICAL_UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 /**
  * The canonical spelling of a UUID, lower case (as PostgreSQL prints a uuid), or undefined for text
  * that is not one. Two spellings of one id are two Kafka keys, two fingerprints, two replay

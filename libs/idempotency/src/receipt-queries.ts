@@ -1,4 +1,4 @@
-import { Queryable, queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, Queryable, queryRows } from '@app/platform';
 import { IdempotencyScope } from './scope';
 
 export interface ReceiptView {
@@ -45,29 +45,21 @@ export async function findReceipt(db: Queryable, scope: IdempotencyScope): Promi
  * Deletes expired receipts in batches of `batchSize`, each batch its own short statement so it never
  * holds many locks; rows a re-executing request has locked are skipped. Stops after `maxBatches`.
  */
-export async function sweepExpiredReceipts(
-  db: Queryable,
-  { batchSize = 1_000, maxBatches = 1_000 }: { batchSize?: number; maxBatches?: number } = {},
-): Promise<number> {
-  let deleted = 0;
-  for (let batch = 0; batch < maxBatches; batch++) {
-    const { affected } = await queryRows(
-      db,
-      /* sql */ `
-      DELETE FROM idempotency_receipts r
-      USING (
-        SELECT tenant_id, operation, idempotency_key FROM idempotency_receipts
-        WHERE expires_at <= now()
-        ORDER BY expires_at
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-      ) expired
-      WHERE (r.tenant_id, r.operation, r.idempotency_key) = (expired.tenant_id, expired.operation, expired.idempotency_key)
-        AND r.expires_at <= now()`,
-      [batchSize],
-    );
-    deleted += affected;
-    if (affected < batchSize) break;
-  }
-  return deleted;
+export async function sweepExpiredReceipts(db: Queryable, batches: BatchedDelete = {}): Promise<number> {
+  return deleteInBatches(
+    db,
+    /* sql */ `
+    DELETE FROM idempotency_receipts r
+    USING (
+      SELECT tenant_id, operation, idempotency_key FROM idempotency_receipts
+      WHERE expires_at <= now()
+      ORDER BY expires_at
+      LIMIT $1
+      FOR UPDATE SKIP LOCKED
+    ) expired
+    WHERE (r.tenant_id, r.operation, r.idempotency_key) = (expired.tenant_id, expired.operation, expired.idempotency_key)
+      AND r.expires_at <= now()`,
+    [],
+    { maxBatches: 1_000, ...batches },
+  );
 }

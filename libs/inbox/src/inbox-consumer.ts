@@ -1,7 +1,7 @@
 import { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { keepLateConnectionErrorsFromCrashing } from '@app/platform';
+import { backoffDelay, keepLateConnectionErrorsFromCrashing } from '@app/platform';
 import { DeadLetterPublisher } from './dead-letter-publisher';
 import { DeadLettering, logFields, PartitionTurn, pause } from './dead-lettering';
 import { failureKind } from './failure-kind';
@@ -57,6 +57,8 @@ export interface InboxConsumerOptions {
  * (an fsync) and a Kafka offset commit, so fewer, larger ones catch up faster.
  */
 const MAX_MESSAGES_PER_TRANSACTION = 1_000;
+/** Waits between attempts to join the group while Kafka does not answer. */
+const START_BACKOFF = { minMs: 250, maxMs: 10_000 };
 
 /**
  * A kafkajs consumer (eachBatch, no auto-commit) that hands each batch to `processOnce` and commits
@@ -105,7 +107,7 @@ export class InboxConsumer {
         this.options.logger.info({ consumer: this.options.name, topics: this.options.topics }, 'consuming');
         return;
       } catch (error) {
-        const delay = Math.min(10_000, 250 * 2 ** Math.min(attempt, 6));
+        const delay = backoffDelay(attempt, START_BACKOFF);
         this.options.logger.warn({ err: error, retryInMs: delay }, 'cannot start consuming yet; retrying');
         await this.disconnect().catch(() => undefined);
         await new Promise<void>((resolve) => {

@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, queryRows } from '@app/platform';
 import { fromHandler } from './failure-kind';
 import { InboxMessage } from './inbox-message';
 
@@ -149,23 +149,18 @@ export async function countForgettable(manager: EntityManager, { consumer, reten
  */
 export async function sweepInbox(
   manager: EntityManager,
-  { consumer, retentionSeconds, batchSize = 1_000, maxBatches = 100 }: { consumer: string; retentionSeconds: number; batchSize?: number; maxBatches?: number },
+  { consumer, retentionSeconds, ...batches }: { consumer: string; retentionSeconds: number } & BatchedDelete,
 ): Promise<number> {
-  let deleted = 0;
-  for (let batch = 0; batch < maxBatches; batch++) {
-    const { affected } = await queryRows(
-      manager,
-      /* sql */ `
-      DELETE FROM inbox_messages WHERE (consumer, message_id) IN (
-        SELECT consumer, message_id FROM inbox_messages
-        WHERE ${FORGETTABLE}
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED
-      )`,
-      [consumer, retentionSeconds, batchSize],
-    );
-    deleted += affected;
-    if (affected < batchSize) break;
-  }
-  return deleted;
+  return deleteInBatches(
+    manager,
+    /* sql */ `
+    DELETE FROM inbox_messages WHERE (consumer, message_id) IN (
+      SELECT consumer, message_id FROM inbox_messages
+      WHERE ${FORGETTABLE}
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED
+    )`,
+    [consumer, retentionSeconds],
+    { maxBatches: 100, ...batches },
+  );
 }

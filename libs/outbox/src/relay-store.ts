@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, queryRows } from '@app/platform';
 
 export interface OutboxRow {
   id: string;
@@ -111,26 +111,18 @@ export async function countPublishedBefore(manager: EntityManager, retentionSeco
  * Deletes published rows older than `retentionSeconds`, `batchSize` at a time, each batch its own
  * statement. The retention must cover the longest replay an operator may need.
  */
-export async function deletePublishedBefore(
-  manager: EntityManager,
-  { retentionSeconds, batchSize = 1_000, maxBatches = 100 }: { retentionSeconds: number; batchSize?: number; maxBatches?: number },
-): Promise<number> {
-  let deleted = 0;
-  for (let batch = 0; batch < maxBatches; batch++) {
-    const { affected } = await queryRows(
-      manager,
-      /* sql */ `
-      DELETE FROM outbox_messages WHERE id IN (
-        SELECT id FROM outbox_messages
-        WHERE ${PUBLISHED_BEFORE}
-        ORDER BY published_at
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED
-      )`,
-      [retentionSeconds, batchSize],
-    );
-    deleted += affected;
-    if (affected < batchSize) break;
-  }
-  return deleted;
+export async function deletePublishedBefore(manager: EntityManager, { retentionSeconds, ...batches }: { retentionSeconds: number } & BatchedDelete): Promise<number> {
+  return deleteInBatches(
+    manager,
+    /* sql */ `
+    DELETE FROM outbox_messages WHERE id IN (
+      SELECT id FROM outbox_messages
+      WHERE ${PUBLISHED_BEFORE}
+      ORDER BY published_at
+      LIMIT $2
+      FOR UPDATE SKIP LOCKED
+    )`,
+    [retentionSeconds],
+    { maxBatches: 100, ...batches },
+  );
 }

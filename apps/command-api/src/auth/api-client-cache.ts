@@ -5,11 +5,12 @@ import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { ApiClient, hashApiKey } from '@app/api-clients';
 import { Operation } from '@app/contracts';
-import { DedicatedSession, queryRows, retryOnLostSession } from '@app/platform';
+import { backoffDelay, DedicatedSession, queryRows, retryOnLostSession } from '@app/platform';
 import { CommandApiConfig } from '../config';
 
 /** The NOTIFY channel of the api_clients trigger (libs/migrations, NotifyApiClientChanges). */
 export const API_CLIENTS_CHANNEL = 'api_clients_changed';
+const RECONNECT_BACKOFF = { minMs: 100, maxMs: 10_000 };
 
 /** What a request knows of the client that sent it. */
 export type AuthenticatedClient = Pick<ApiClient, 'id' | 'tenantId' | 'name' | 'allowedOperations'>;
@@ -107,7 +108,7 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
 
   private scheduleReconnect(attempt: number): void {
     if (this.stopped) return;
-    const delay = Math.min(10_000, 100 * 2 ** Math.min(attempt, 7));
+    const delay = backoffDelay(attempt, RECONNECT_BACKOFF);
     this.reconnectTimer = setTimeout(() => void this.listen(attempt + 1), delay);
     this.reconnectTimer.unref();
   }

@@ -6,7 +6,7 @@ import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { Topics } from '@app/contracts';
 import { InboxConsumer } from '@app/inbox';
-import { createKafka } from '@app/platform';
+import { backoffDelay, createKafka } from '@app/platform';
 import { FulfillmentConfig } from '../config';
 import { handleOrderEvents } from './fulfillment.handler';
 
@@ -39,7 +39,7 @@ export class FulfillmentConsumer implements OnApplicationBootstrap, BeforeApplic
       handler: handleOrderEvents,
       deadLetterTopic: Topics.deadLetters,
       maxAttempts: get('FULFILLMENT_MAX_ATTEMPTS'),
-      retryDelayMs: (attempt) => Math.min(max, min * 2 ** (attempt - 1)),
+      retryDelayMs: (attempt) => backoffDelay(attempt, { minMs: min, maxMs: max }),
       logger: logger.logger,
       onOutcome: (outcome) => this.messages.inc({ outcome }),
       retentionSeconds: get('INBOX_RETENTION_SECONDS'),

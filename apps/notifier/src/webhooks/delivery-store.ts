@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { queryRows } from '@app/platform';
+import { deleteInBatches, queryRows } from '@app/platform';
 
 /** A pending delivery a dispatcher holds (leased) while it POSTs it. */
 export interface ClaimedDelivery {
@@ -85,19 +85,15 @@ export async function settle(manager: EntityManager, settlements: Settlement[]):
 }
 
 /** Deletes delivered rows older than `retentionSeconds`, a bounded batch at a time; returns how many. */
-export async function sweepDelivered(manager: EntityManager, retentionSeconds: number, batch = 5_000): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const { affected } = await queryRows(
-      manager,
-      /* sql */ `
-      DELETE FROM webhook_deliveries WHERE ctid = ANY(ARRAY(
-        SELECT ctid FROM webhook_deliveries
-        WHERE state = 'delivered' AND delivered_at < now() - make_interval(secs => $1)
-        LIMIT $2))`,
-      [retentionSeconds, batch],
-    );
-    total += affected;
-    if (affected < batch) return total;
-  }
+export async function sweepDelivered(manager: EntityManager, retentionSeconds: number): Promise<number> {
+  return deleteInBatches(
+    manager,
+    /* sql */ `
+    DELETE FROM webhook_deliveries WHERE ctid = ANY(ARRAY(
+      SELECT ctid FROM webhook_deliveries
+      WHERE state = 'delivered' AND delivered_at < now() - make_interval(secs => $1)
+      LIMIT $2))`,
+    [retentionSeconds],
+    { batchSize: 5_000 },
+  );
 }

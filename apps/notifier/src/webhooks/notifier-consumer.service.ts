@@ -6,7 +6,7 @@ import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { Topics } from '@app/contracts';
 import { InboxConsumer } from '@app/inbox';
-import { createKafka } from '@app/platform';
+import { backoffDelay, createKafka } from '@app/platform';
 import { NotifierConfig } from '../config';
 import { deliveryRecorder } from './delivery-recorder';
 import { WebhookDispatcher } from './webhook-dispatcher.service';
@@ -46,11 +46,7 @@ export class NotifierConsumer implements OnApplicationBootstrap, BeforeApplicati
       handler: deliveryRecorder(get('WEBHOOK_URL')),
       deadLetterTopic: Topics.deadLetters,
       maxAttempts: get('NOTIFIER_MAX_ATTEMPTS'),
-      // Exponential, with equal jitter.
-      retryDelayMs: (attempt) => {
-        const delay = Math.min(max, min * 2 ** (attempt - 1));
-        return Math.round(delay / 2 + (Math.random() * delay) / 2);
-      },
+      retryDelayMs: (attempt) => backoffDelay(attempt, { minMs: min, maxMs: max }),
       logger: logger.logger,
       onOutcome: (outcome) => {
         this.messages.inc({ outcome });

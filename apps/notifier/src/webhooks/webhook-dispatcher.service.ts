@@ -5,6 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
+import { backoffDelay } from '@app/platform';
 import { NotifierConfig } from '../config';
 import { ClaimedDelivery, claimDue, settle, Settlement, sweepDelivered } from './delivery-store';
 import { AttemptResult, PostOutcome, postWebhook } from './post-webhook';
@@ -14,6 +15,7 @@ import { WebhookSigner } from './webhook-signer';
 /** Results are written back in one statement once this many are waiting, or this long after the first. */
 const SETTLE_BATCH = 200;
 const SETTLE_DELAY_MS = 5;
+const CLAIM_BACKOFF = { minMs: 100, maxMs: 10_000 };
 /** A lease outlives its POST by this much, so only a dispatcher that died (or stalled) loses its rows. */
 const LEASE_MARGIN_MS = 10_000;
 /** A receiver's Retry-After is honoured up to this long. */
@@ -130,7 +132,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         } catch (error) {
           failures++;
           this.logger.warn({ err: error }, 'cannot claim webhook deliveries; retrying');
-          await this.sleep(Math.min(10_000, 100 * 2 ** Math.min(failures, 7)));
+          await this.sleep(backoffDelay(failures, CLAIM_BACKOFF));
           continue;
         }
         for (const delivery of claimed) void this.deliver(delivery);

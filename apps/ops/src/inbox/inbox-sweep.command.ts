@@ -4,8 +4,6 @@ import { ConsumerDatabases } from '../consumer-databases';
 import { duration, print } from '../output';
 import { progress } from '../progress';
 
-const BATCH_SIZE = 1_000;
-
 interface SweepOptions {
   consumer?: string;
   dryRun?: boolean;
@@ -37,12 +35,7 @@ export class InboxSweepCommand extends CommandRunner {
       const bar = progress('inbox:sweep', report.reduce((sum, r) => sum + r.eligible, 0), options);
       try {
         for (const [i, { database, consumer, retentionSeconds }] of consumers.entries()) {
-          for (;;) {
-            const batch = await sweepInbox(database.manager, { consumer, retentionSeconds, batchSize: BATCH_SIZE, maxBatches: 1 });
-            report[i].deleted += batch;
-            bar.increment(batch);
-            if (batch < BATCH_SIZE) break;
-          }
+          report[i].deleted = await sweepInbox(database.manager, { consumer, retentionSeconds, maxBatches: Infinity, onBatch: (n) => bar.increment(n) });
         }
       } finally {
         bar.stop();

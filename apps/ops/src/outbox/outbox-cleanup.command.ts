@@ -38,13 +38,7 @@ export class OutboxCleanupCommand extends CommandRunner {
     if (!options.dryRun) {
       const bar = progress('outbox:cleanup', eligible, options);
       try {
-        // One batch per statement, so no DELETE holds many row locks or runs long next to the relay.
-        for (;;) {
-          const batch = await deletePublishedBefore(manager, { retentionSeconds: olderThanSeconds, batchSize, maxBatches: 1 });
-          deleted += batch;
-          bar.increment(batch);
-          if (batch < batchSize) break;
-        }
+        deleted = await deletePublishedBefore(manager, { retentionSeconds: olderThanSeconds, batchSize, maxBatches: Infinity, onBatch: (n) => bar.increment(n) });
       } finally {
         bar.stop();
       }

@@ -1,7 +1,7 @@
 import { Kafka, Message, Producer } from 'kafkajs';
 import { Headers } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
-import { createKafka, orderedProducer } from '@app/platform';
+import { createKafka, ensureTopics, orderedProducer } from '@app/platform';
 import { CliError } from '../cli-error';
 
 /**
@@ -21,7 +21,7 @@ export class ReplayPublisher {
   static async connect({ brokers, partitions, topics }: { brokers: string[]; partitions: number; topics: string[] }): Promise<ReplayPublisher> {
     const kafka = createKafka({ brokers, clientId: 'ops-outbox-replay', retry: { retries: 5, initialRetryTime: 300, maxRetryTime: 5_000 } });
     try {
-      const created = await createMissingTopics(kafka, topics, partitions);
+      const created = await ensureTopics(kafka, topics, partitions);
       const producer = orderedProducer(kafka, { retries: 5, initialRetryTime: 300, maxRetryTime: 5_000 });
       await producer.connect();
       return new ReplayPublisher(producer, created);
@@ -43,24 +43,5 @@ export class ReplayPublisher {
 
   async close(): Promise<void> {
     await this.producer.disconnect().catch(() => undefined);
-  }
-}
-
-async function createMissingTopics(kafka: Kafka, topics: string[], partitions: number): Promise<string[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const existing = new Set(await admin.listTopics());
-    const missing = topics.filter((topic) => !existing.has(topic));
-    if (!missing.length) return [];
-    await admin
-      .createTopics({ topics: missing.map((topic) => ({ topic, numPartitions: partitions })), waitForLeaders: true })
-      .catch((error) => {
-        // The relay may recreate the same topic at the same moment.
-        if (!/already exists/i.test(String(error?.message))) throw error;
-      });
-    return missing;
-  } finally {
-    await admin.disconnect();
   }
 }

@@ -14,7 +14,7 @@ export class ReceiptsSweepCommand extends CommandRunner {
   }
 
   async run(_: string[], options: { batchSize?: number; json?: boolean }): Promise<void> {
-    const deleted = await sweepExpiredReceipts(await this.db.manager(), { batchSize: options.batchSize ?? 1_000 });
+    const deleted = await sweepExpiredReceipts(await this.db.manager(), { batchSize: options.batchSize ?? 1_000, maxBatches: Infinity });
     print(options.json, { deleted }, () => `Deleted ${deleted} expired receipt(s).`);
   }
 

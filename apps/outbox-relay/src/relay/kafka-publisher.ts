@@ -4,7 +4,7 @@ import { Kafka, Message, Partitioners, Producer } from 'kafkajs';
 import { PinoLogger } from 'nestjs-pino';
 import { Topics } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
-import { createKafka, describeRefusal, kafkaRefusal, orderedProducer } from '@app/platform';
+import { createKafka, describeRefusal, ensureTopics, kafkaRefusal, orderedProducer } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 
 export interface PublishOutcome {
@@ -35,17 +35,7 @@ export class KafkaPublisher implements OnApplicationShutdown {
   /** Connects and creates the service's topics on first use; after an outage, again. */
   async ready(): Promise<void> {
     if (this.producer) return;
-    const admin = this.kafka.admin();
-    await admin.connect();
-    try {
-      const existing = new Set(await admin.listTopics());
-      const missing = Object.values(Topics).filter((topic) => !existing.has(topic));
-      if (missing.length) {
-        await admin.createTopics({ topics: missing.map((topic) => ({ topic, numPartitions: this.partitions })), waitForLeaders: true });
-      }
-    } finally {
-      await admin.disconnect();
-    }
+    await ensureTopics(this.kafka, Object.values(Topics), this.partitions);
     const producer = orderedProducer(this.kafka, { retries: 3, initialRetryTime: 200, maxRetryTime: 2_000 });
     await producer.connect();
     this.producer = producer;

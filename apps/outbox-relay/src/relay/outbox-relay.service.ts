@@ -7,9 +7,8 @@ import { PinoLogger } from 'nestjs-pino';
 import { KafkaJSError } from 'kafkajs';
 import { DataSource, EntityManager } from 'typeorm';
 import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, OutboxRow, parkMessage } from '@app/outbox';
-import { DedicatedSession } from '@app/platform';
+import { Backoff, DedicatedSession } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
-import { Backoff } from './backoff';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
 import { RelayMetrics } from './relay-metrics';
 import { ShardOwnership } from './shard-ownership';
@@ -67,7 +66,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       cleanupMs: get('OUTBOX_CLEANUP_INTERVAL_SECONDS') * 1000,
     };
     this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, get('RELAY_HEARTBEAT_MS'));
-    this.backoff = new Backoff(get('RELAY_BACKOFF_MIN_MS'), get('RELAY_BACKOFF_MAX_MS'));
+    this.backoff = new Backoff({ minMs: get('RELAY_BACKOFF_MIN_MS'), maxMs: get('RELAY_BACKOFF_MAX_MS') });
   }
 
   onApplicationBootstrap(): void {
