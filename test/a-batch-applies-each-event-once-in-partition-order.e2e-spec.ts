@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { Headers, OrderEventTypes, Topics } from '@app/contracts';
-import { InboxMessage, MalformedMessage, processOnce } from '@app/inbox';
+import { Headers, orderEventContract, OrderEventTypes, Topics } from '@app/contracts';
+import { contractHandler, InboxMessage, MalformedMessage, processOnce } from '@app/inbox';
 import { postgresOptions } from '@app/platform';
-import { handleOrderEvents } from '../apps/fulfillment/src/shipments/fulfillment.handler';
+import { ShipmentsHandler } from '../apps/fulfillment/src/shipments/fulfillment.handler';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { testEnv } from './support/test-env';
+
+/** Fulfillment's handler as its consumer runs it: behind the kit's reading of the order events. */
+const handleOrderEvents = contractHandler(orderEventContract, new ShipmentsHandler());
 
 /**
  * Fulfillment writes a batch's events in a few set-based statements (libs/inbox processOnce and its

@@ -1,9 +1,11 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { orderEventContract, Topics } from '@app/contracts';
+import { inboxConsumer } from '@app/inbox';
 import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { FulfillmentConfig, fulfillmentConfig } from './config';
-import { FulfillmentConsumer } from './shipments/fulfillment-consumer.service';
+import { ShipmentsHandler } from './shipments/fulfillment.handler';
 
 @Module({
   imports: [
@@ -21,6 +23,9 @@ import { FulfillmentConsumer } from './shipments/fulfillment-consumer.service';
     }),
     HealthModule.register({ database: 'fulfillment', kafka: true }),
   ],
-  providers: [FulfillmentConsumer],
+  // Order events into shipments, once per message-id; forgets ids after INBOX_RETENTION_SECONDS.
+  providers: [
+    ...inboxConsumer({ name: 'fulfillment', topics: [Topics.orderEvents], contract: orderEventContract, handler: ShipmentsHandler, deadLetterTopic: Topics.deadLetters }),
+  ],
 })
 export class AppModule {}

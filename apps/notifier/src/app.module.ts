@@ -1,9 +1,11 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { orderEventContract, Topics } from '@app/contracts';
+import { inboxConsumer } from '@app/inbox';
 import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
 import { NotifierConfig, notifierConfig } from './config';
-import { NotifierConsumer } from './webhooks/notifier-consumer.service';
+import { DeliveryRecorder } from './webhooks/delivery-recorder';
 import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
 
 @Module({
@@ -22,6 +24,10 @@ import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
     }),
     HealthModule.register({ database: 'notifier', kafka: true }),
   ],
-  providers: [WebhookDispatcher, NotifierConsumer],
+  // Order events recorded as webhook deliveries, once per message-id (docs/notifier.md); the dispatcher POSTs them.
+  providers: [
+    WebhookDispatcher,
+    ...inboxConsumer({ name: 'notifier', topics: [Topics.orderEvents], contract: orderEventContract, handler: DeliveryRecorder, deadLetterTopic: Topics.deadLetters }),
+  ],
 })
 export class AppModule {}

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEVELOPMENT_WEBHOOK_SECRET, parseWebhookSecrets } from '@app/contracts';
+import { consumerConfig, consumerConfigRules } from '@app/inbox';
 import { envFields } from '@app/platform';
 import { parseRetrySchedule } from './webhooks/retry-schedule';
 
@@ -22,7 +23,6 @@ export const notifierConfig = z
     MANAGEMENT_PORT: envFields.port(3103),
     NOTIFIER_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/notifier'),
     DATABASE_POOL_SIZE: envFields.poolSize,
-    KAFKA_BROKERS: envFields.kafkaBrokers,
     /** Where every order event is POSTed: by default the reference receiver `npm start` runs (apps/webhook-receiver). */
     WEBHOOK_URL: z
       .string()
@@ -55,23 +55,14 @@ export const notifierConfig = z
     WEBHOOK_CONCURRENCY: int(1, 1_000).default(64),
     /** How often the dispatcher looks for deliveries that became due (new ones wake it at once). */
     WEBHOOK_POLL_INTERVAL_MS: int(10, 60_000).default(500),
-    /** Attempts before a message the consumer cannot record goes to the dead-letter topic (database outages are not counted). */
-    NOTIFIER_MAX_ATTEMPTS: int(1, 100).default(8),
-    NOTIFIER_RETRY_MIN_MS: int(1, 60_000).default(200),
-    NOTIFIER_RETRY_MAX_MS: int(1, 600_000).default(30_000),
     /**
-     * How long message-ids are remembered, and delivered webhooks kept. Outbox replays must not reach
-     * further back (ops refuses).
+     * The consumer's settings (libs/inbox consumerConfig): KAFKA_BROKERS, NOTIFIER_MAX_ATTEMPTS, … and
+     * INBOX_RETENTION_SECONDS, which also bounds how long delivered webhooks are kept. Outbox replays must
+     * not reach further back (ops refuses).
      */
-    INBOX_RETENTION_SECONDS: int(60, 365 * 24 * 3600).default(14 * 24 * 3600),
-    INBOX_SWEEP_INTERVAL_SECONDS: int(0, 24 * 3600).default(3600),
-    /** How long Kafka waits for a silent consumer before rebalancing its partitions (broker minimum 6000). */
-    KAFKA_SESSION_TIMEOUT_MS: int(6_000, 300_000).default(30_000),
+    ...consumerConfig('NOTIFIER', { maxAttempts: 8, retryMaxMs: 30_000 }),
   })
-  .refine((c) => c.NOTIFIER_RETRY_MIN_MS <= c.NOTIFIER_RETRY_MAX_MS, {
-    path: ['NOTIFIER_RETRY_MIN_MS'],
-    message: 'must not exceed NOTIFIER_RETRY_MAX_MS',
-  })
+  .superRefine(consumerConfigRules('NOTIFIER'))
   .refine((c) => c.NODE_ENV !== 'production' || c.WEBHOOK_SECRET !== undefined, {
     path: ['WEBHOOK_SECRET'],
     message: 'is required in production (a whsec_ secret shared with the receiver only)',

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { canonicalUuid } from './ids';
-import { OrderCancelledV1, OrderEventType, OrderEventTypes, OrderPlacedV1 } from './order-events';
+import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventType, OrderEventTypes, OrderPlacedV1 } from './order-events';
 import { isAcceptableText, TEXT_RULE } from './text';
 
 const uuid = z.string().transform((value, ctx) => canonicalUuid(value) ?? (ctx.addIssue({ code: 'custom', message: 'must be a UUID' }), z.NEVER));
@@ -31,3 +31,6 @@ export const orderEventSchemas = {
   [OrderEventTypes.placed]: orderPlacedV1Schema,
   [OrderEventTypes.cancelled]: orderCancelledV1Schema,
 } satisfies Record<OrderEventType, z.ZodType>;
+
+/** What a consumer of the order events topic reads (libs/inbox readEvent): each type's schema, and the newest version it understands. */
+export const orderEventContract = { schemas: orderEventSchemas, version: ORDER_EVENT_VERSION };

@@ -5,5 +5,3 @@ export const Topics = {
   /** Messages a consumer gave up on after its bounded attempts, with the error in headers. */
   deadLetters: 'orders.dead-letters.v1',
 } as const;
-
-export type Topic = (typeof Topics)[keyof typeof Topics];

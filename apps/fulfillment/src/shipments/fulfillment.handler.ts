@@ -1,13 +1,18 @@
 import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { canonicalUuid, Headers, ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventTypes, OrderPlacedV1 } from '@app/contracts';
-import { HandlerOutcome, InboxMessage, MalformedMessage } from '@app/inbox';
+import { orderEventSchemas, OrderEventTypes } from '@app/contracts';
+import { ConsumedEvent, EventHandler } from '@app/inbox';
 import { queryRows } from '@app/platform';
+
+type OrderEvent = ConsumedEvent<typeof orderEventSchemas>;
+type Placed = Extract<OrderEvent, { type: typeof OrderEventTypes.placed }>;
+type Cancelled = Extract<OrderEvent, { type: typeof OrderEventTypes.cancelled }>;
 
 /**
  * OrderPlaced creates a shipment, OrderCancelled cancels it, inside the inbox transaction, a batch at a time.
- * Unknown event types and versions newer than this consumer reads are skipped (forward compatible);
- * a payload it cannot read, or whose tenant disagrees with the `tenant-id` header, is malformed.
+ * The kit (libs/inbox consumer-kit) hands it only the order events it reads, checked by their zod
+ * schemas (libs/contracts): other types and newer versions are skipped, unreadable payloads dead-lettered.
  *
  * Decided from what fulfillment knows of the order, never from arrival order: per-key order holds
  * only for events that flow normally, and an OrderPlaced that was dead-lettered and re-driven, or
@@ -15,40 +20,21 @@ import { queryRows } from '@app/platform';
  * an OrderPlaced that finds the marker records its shipment as cancelled: never a pending shipment
  * for a cancelled order, whatever the order of arrival.
  */
-export async function handleOrderEvents(manager: EntityManager, messages: InboxMessage[]): Promise<HandlerOutcome[]> {
-  // Read them all first: a malformed message fails the batch before any statement runs.
-  const events = messages.map(read);
-  // Consecutive events of one type are applied together, and the runs in partition order, so an
-  // order's OrderCancelled behind its OrderPlaced in one batch still finds the shipment (and ahead of it, leaves the marker).
-  const applicable = events.filter((event): event is OrderEvent => event !== undefined);
-  for (let start = 0; start < applicable.length; ) {
-    let end = start + 1;
-    while (end < applicable.length && applicable[end].type === applicable[start].type) end++;
-    const run = applicable.slice(start, end);
-    await lockOrders(manager, run);
-    if (run[0].type === OrderEventTypes.placed) await placeShipments(manager, run as Placed[]);
-    else await cancelShipments(manager, run as Cancelled[]);
-    start = end;
+@Injectable()
+export class ShipmentsHandler implements EventHandler<typeof orderEventSchemas> {
+  async handle(manager: EntityManager, events: OrderEvent[]): Promise<void> {
+    // Consecutive events of one type are applied together, and the runs in partition order, so an
+    // order's OrderCancelled behind its OrderPlaced in one batch still finds the shipment (and ahead of it, leaves the marker).
+    for (let start = 0; start < events.length; ) {
+      let end = start + 1;
+      while (end < events.length && events[end].type === events[start].type) end++;
+      const run = events.slice(start, end);
+      await lockOrders(manager, run);
+      if (run[0].type === OrderEventTypes.placed) await placeShipments(manager, run as Placed[]);
+      else await cancelShipments(manager, run as Cancelled[]);
+      start = end;
+    }
   }
-  return events.map((event) => (event ? 'applied' : 'skipped'));
-}
-
-type Placed = { type: typeof OrderEventTypes.placed; messageId: string; event: OrderPlacedV1 };
-type Cancelled = { type: typeof OrderEventTypes.cancelled; messageId: string; event: OrderCancelledV1 };
-type OrderEvent = Placed | Cancelled;
-
-/** The event a message carries, or undefined when fulfillment skips it (another type, a newer version). */
-function read(message: InboxMessage): OrderEvent | undefined {
-  const version = Number(message.headers[Headers.eventVersion] ?? '1');
-  const known = message.eventType === OrderEventTypes.placed || message.eventType === OrderEventTypes.cancelled;
-  if (!known || version > ORDER_EVENT_VERSION) return undefined;
-  const payload = parse(message);
-  if (message.eventType === OrderEventTypes.placed) {
-    const placed = withFields<OrderPlacedV1>(payload, { orderId: 'string', tenantId: 'string', sku: 'string', quantity: 'number' });
-    return { type: OrderEventTypes.placed, messageId: message.messageId!, event: { ...placed, orderId: orderIdOf(placed) } };
-  }
-  const cancelled = withFields<OrderCancelledV1>(payload, { orderId: 'string', tenantId: 'string' });
-  return { type: OrderEventTypes.cancelled, messageId: message.messageId!, event: { ...cancelled, orderId: orderIdOf(cancelled) } };
 }
 
 async function placeShipments(manager: EntityManager, run: Placed[]): Promise<void> {
@@ -116,36 +102,4 @@ async function lockOrders(manager: EntityManager, run: OrderEvent[]): Promise<vo
     FROM (SELECT k FROM unnest($1::text[]) AS k ORDER BY k) AS keys`,
     [keys],
   );
-}
-
-/** The order id in its canonical form: events written before ids were canonical may carry another spelling. */
-function orderIdOf(event: { orderId: string }): string {
-  const orderId = canonicalUuid(event.orderId);
-  if (!orderId) throw new MalformedMessage('payload.orderId must be a UUID');
-  return orderId;
-}
-
-function parse(message: InboxMessage): Record<string, unknown> {
-  let payload: unknown;
-  try {
-    payload = JSON.parse(message.value ?? '');
-  } catch {
-    throw new MalformedMessage('payload is not JSON');
-  }
-  if (typeof payload !== 'object' || payload === null) throw new MalformedMessage('payload is not a JSON object');
-  const tenantId = (payload as { tenantId?: unknown }).tenantId;
-  if (tenantId !== message.headers[Headers.tenantId]) {
-    throw new MalformedMessage(`payload tenant ${String(tenantId)} does not match the tenant-id header`);
-  }
-  return payload as Record<string, unknown>;
-}
-
-function withFields<T>(payload: Record<string, unknown>, fields: Partial<Record<keyof T, 'string' | 'number'>>): T {
-  for (const [field, type] of Object.entries(fields)) {
-    const value = payload[field];
-    if (typeof value !== type || (type === 'number' && !Number.isInteger(value))) {
-      throw new MalformedMessage(`payload.${field} must be ${type === 'number' ? 'an integer' : 'a string'}`);
-    }
-  }
-  return payload as T;
 }

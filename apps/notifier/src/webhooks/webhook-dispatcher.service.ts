@@ -196,14 +196,13 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        self.wakeLoop = undefined;
-        self.wakeRequested = false;
+        this.wakeLoop = undefined;
+        this.wakeRequested = false;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
       this.wakeLoop = done;
     });
   }
