@@ -4,7 +4,7 @@ import { Producer } from 'kafkajs';
 import { Client } from 'pg';
 import { RunningApp } from './support/apps';
 import { FulfillmentDb } from './support/fulfillment-db';
-import { appMetric, orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
+import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { ensureServiceTopics, OrderEventInput, produceOrderEvent, testKafka } from './support/kafka';
 import { LONG_RUN, searchSettings } from './support/search';
 import { testEnv } from './support/test-env';

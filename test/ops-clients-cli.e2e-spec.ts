@@ -3,7 +3,6 @@ import { RunningApp, startApp } from './support/apps';
 import { ApiClientSession } from './support/command-api';
 import { json, ops, OpsRun } from './support/ops-cli';
 import { OrdersDb } from './support/orders-db';
-import { testEnv } from './support/test-env';
 import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 const tenantName = () => `ops-${randomUUID().slice(0, 8)}`;

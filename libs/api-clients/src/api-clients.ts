@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { EntityManager, IsNull } from 'typeorm';
 import { allOperations, Operation } from '@app/contracts';
 import { ApiClient } from './api-client.entity';
-import { generateApiKey, hashApiKey } from './api-key';
+import { generateApiKey } from './api-key';
 
 export interface NewApiClient {
   tenantId: string;
@@ -26,11 +26,6 @@ export async function createApiClient(
   });
   await manager.insert(ApiClient, client);
   return { client: await manager.findOneByOrFail(ApiClient, { id }), apiKey };
-}
-
-/** The active (not revoked) client holding `apiKey`, or null. One indexed lookup by the key's hash. */
-export function findActiveClient(manager: EntityManager, apiKey: string): Promise<ApiClient | null> {
-  return manager.findOneBy(ApiClient, { keySha256: hashApiKey(apiKey), revokedAt: IsNull() });
 }
 
 export function listApiClients(manager: EntityManager, tenantId?: string): Promise<ApiClient[]> {

@@ -38,7 +38,7 @@ describe('firstUnacceptableText', () => {
   it('accepts every well-formed string without NUL', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'grapheme' }), (text) => {
-        expect(firstUnacceptableText({ text: text.replace(/\u0000/g, '') })).toBeUndefined();
+        expect(firstUnacceptableText({ text: text.replaceAll('\u0000', '') })).toBeUndefined();
       }),
     );
   });

@@ -1,4 +1,4 @@
-import { Kafka, Message, Producer } from 'kafkajs';
+import { Message, Producer } from 'kafkajs';
 import { Headers } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
 import { createKafka, ensureTopics, orderedProducer } from '@app/platform';

@@ -1,11 +1,11 @@
-import type { DataSourceOptions, MixedList, EntitySchema } from 'typeorm';
+import type { DataSourceOptions } from 'typeorm';
 
 export interface PostgresOptionsInput {
   url: string;
   /** Shown in pg_stat_activity, so an operator can tell which app holds a connection. */
   applicationName: string;
-  entities?: MixedList<Function | string | EntitySchema>;
-  migrations?: MixedList<Function | string>;
+  entities?: DataSourceOptions['entities'];
+  migrations?: DataSourceOptions['migrations'];
   poolSize?: number;
   /** Bound for establishing a connection; a dead server must fail fast, not hang a request. */
   connectTimeoutMs?: number;
