@@ -95,4 +95,3 @@ export class BareConsumer {
     await heartbeat();
   }
 }
-

@@ -62,7 +62,14 @@ export class BareDriverCreate {
         values: [randomUUID(), tenantId, fields.sku, fields.quantity, null],
       });
       const order = orders[0];
-      const payload = { orderId: order.id, tenantId, sku: order.sku, quantity: order.quantity, customerRef: null, placedAt: order.created_at.toISOString() };
+      const payload = {
+        orderId: order.id,
+        tenantId,
+        sku: order.sku,
+        quantity: order.quantity,
+        customerRef: null,
+        placedAt: order.created_at.toISOString(),
+      };
       await client.query({
         name: 'bench-outbox',
         // The table's trigger NOTIFYs the relay (migration 1764720000045), as for the API's rows.
@@ -75,7 +82,14 @@ export class BareDriverCreate {
         text: `UPDATE idempotency_receipts SET response_status = 201, response_headers = $4, response_body = $5,
            effect_type = 'order', effect_id = $6, completed_at = now()
          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
-        values: [tenantId, Operations.createOrder, key, JSON.stringify({ Location: `/v1/orders/${order.id}` }), JSON.stringify(order), order.id],
+        values: [
+          tenantId,
+          Operations.createOrder,
+          key,
+          JSON.stringify({ Location: `/v1/orders/${order.id}` }),
+          JSON.stringify(order),
+          order.id,
+        ],
       });
       await client.query('COMMIT');
     } catch (error) {

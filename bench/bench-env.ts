@@ -6,7 +6,8 @@
 export const benchOrdersUrl = process.env.BENCH_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_orders';
 export const benchFulfillmentUrl = process.env.BENCH_FULFILLMENT_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_fulfillment';
 export const benchNotifierUrl = process.env.BENCH_NOTIFIER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_notifier';
-export const benchReceiverUrl = process.env.BENCH_WEBHOOK_RECEIVER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_webhook_receiver';
+export const benchReceiverUrl =
+  process.env.BENCH_WEBHOOK_RECEIVER_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_webhook_receiver';
 
 process.env.TEST_ORDERS_DATABASE_URL = benchOrdersUrl;
 process.env.TEST_FULFILLMENT_DATABASE_URL = benchFulfillmentUrl;

@@ -57,7 +57,8 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
     bare = new BareDriverCreate(benchOrdersUrl, Number(POOL_SIZE), apiKey);
     const ceiling: Scenario = {
       name: 'bare pg driver',
-      measures: 'the ceiling: the transaction of a first execution, prepared statements, through the bare pg driver (no HTTP, no framework)',
+      measures:
+        'the ceiling: the transaction of a first execution, prepared statements, through the bare pg driver (no HTTP, no framework)',
       workers: options.concurrency,
       connections: 1,
       orders: (units) => units,
@@ -87,9 +88,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
         const client = new KeepAliveClient(url, scenario.connections);
         try {
           const cpuBefore = processCpuMs(pid);
-          const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) =>
-            scenario.unit(client, phase, i),
-          );
+          const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) => scenario.unit(client, phase, i));
           // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process).
           const apiCpuMsPerRequest = (processCpuMs(pid) - cpuBefore) / measured.requests;
           const { name, measures, connections } = scenario;
@@ -103,8 +102,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
     }
 
     const problems = [...check.examples];
-    if (check.total > check.examples.length)
-      problems.push(`… ${check.total - check.examples.length} more unexpected replies`);
+    if (check.total > check.examples.length) problems.push(`… ${check.total - check.examples.length} more unexpected replies`);
     const counts = await db.counts(tenantId);
     const expected = { orders, receipts: orders, outbox: orders };
     if (JSON.stringify(counts) !== JSON.stringify(expected)) {
@@ -156,7 +154,8 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
         writeFileSync(options.profile, flameGraph(JSON.parse(readFileSync(join(profileDir, file), 'utf8')), title));
         progress(`flame graph written to ${options.profile}`);
       } else progress('the API wrote no CPU profile (did it exit by a signal?)');
-      if (process.env.BENCH_KEEP_PROFILE) progress(`profile kept in ${profileDir}`); else rmSync(profileDir, { recursive: true, force: true });
+      if (process.env.BENCH_KEEP_PROFILE) progress(`profile kept in ${profileDir}`);
+      else rmSync(profileDir, { recursive: true, force: true });
     }
   }
 }

@@ -70,8 +70,15 @@ function parseOptions(argv: string[]): Options {
     const events = integer('--events', values.events, 20_000, 100, 1_000_000);
     const rounds = integer('--rounds', values.rounds, 2, 1, 20);
     for (const value of [events, rounds]) if (typeof value === 'string') throw new UsageError(value);
-    if (values.profile !== undefined && !values.profile.endsWith('.svg')) throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
-    return { events: events as number, rounds: rounds as number, notifier: !values['no-notifier'], json: values.json, profile: values.profile };
+    if (values.profile !== undefined && !values.profile.endsWith('.svg'))
+      throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
+    return {
+      events: events as number,
+      rounds: rounds as number,
+      notifier: !values['no-notifier'],
+      json: values.json,
+      profile: values.profile,
+    };
   } catch (error) {
     if (error instanceof UsageError) throw error;
     throw new UsageError((error as Error).message.split('\n')[0]);
@@ -93,13 +100,20 @@ async function produceBacklog(kafka: Kafka, admin: Admin, n: number): Promise<Ba
   await producer.connect();
   const messageIds: string[] = [];
   try {
-    for (let sent = 0; sent < n; ) {
+    for (let sent = 0; sent < n;) {
       const messages: Message[] = [];
       for (; messages.length < SEND_BATCH && sent < n; sent++) {
         const orderId = randomUUID();
         const messageId = randomUUID();
         const placedAt = new Date().toISOString();
-        const payload: OrderPlacedV1 = { orderId, tenantId, sku: `SKU-${sent % 100}`, quantity: 1 + (sent % 5), customerRef: null, placedAt };
+        const payload: OrderPlacedV1 = {
+          orderId,
+          tenantId,
+          sku: `SKU-${sent % 100}`,
+          quantity: 1 + (sent % 5),
+          customerRef: null,
+          placedAt,
+        };
         messages.push({
           key: orderId,
           value: JSON.stringify(payload),
@@ -137,7 +151,10 @@ async function untilLeadersAnswer(admin: Admin): Promise<void> {
 
 /** Messages between the group's committed offsets and the partitions' ends. */
 async function groupLag(admin: Admin, groupId: string): Promise<number> {
-  const [ends, [committed]] = await Promise.all([admin.fetchTopicOffsets(Topics.orderEvents), admin.fetchOffsets({ groupId, topics: [Topics.orderEvents] })]);
+  const [ends, [committed]] = await Promise.all([
+    admin.fetchTopicOffsets(Topics.orderEvents),
+    admin.fetchOffsets({ groupId, topics: [Topics.orderEvents] }),
+  ]);
   const at = new Map(committed.partitions.map(({ partition, offset }) => [partition, BigInt(offset)]));
   let lag = 0n;
   for (const { partition, high, low } of ends) {
@@ -192,21 +209,35 @@ async function dbNow(pool: Pool): Promise<Date> {
 }
 
 /** Waits for an effect of every event of the backlog, then checks each has exactly one, and times it. */
-async function awaitEffects(effects: Effects, backlog: Backlog, admin: Admin, group: string, started: Date, problems: string[], name: string) {
+async function awaitEffects(
+  effects: Effects,
+  backlog: Backlog,
+  admin: Admin,
+  group: string,
+  started: Date,
+  problems: string[],
+  name: string,
+) {
   const n = backlog.messageIds.length;
   const deadline = Date.now() + 600_000;
   for (;;) {
-    const { rows } = await effects.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${effects.table} WHERE tenant_id = $1`, [backlog.tenantId]);
+    const { rows } = await effects.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${effects.table} WHERE tenant_id = $1`, [
+      backlog.tenantId,
+    ]);
     if (rows[0].n >= n) break;
     if (Date.now() > deadline) throw new Error(`${name}: ${rows[0].n} of ${n} effects after 10 minutes`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const seenAt = Date.now();
-  const { rows: [timing] } = await effects.pool.query<{ first: Date; last: Date }>(
+  const {
+    rows: [timing],
+  } = await effects.pool.query<{ first: Date; last: Date }>(
     `SELECT min(created_at) AS first, max(created_at) AS last FROM ${effects.table} WHERE tenant_id = $1`,
     [backlog.tenantId],
   );
-  const { rows: [check] } = await effects.pool.query<{ missing: number; repeated: number; inbox: number; extra: number }>(
+  const {
+    rows: [check],
+  } = await effects.pool.query<{ missing: number; repeated: number; inbox: number; extra: number }>(
     /* sql */ `
     WITH effects AS (SELECT message_id, count(*) AS n FROM ${effects.table} WHERE tenant_id = $1 GROUP BY message_id),
          produced AS (SELECT unnest($2::uuid[]) AS id)
@@ -217,7 +248,9 @@ async function awaitEffects(effects: Effects, backlog: Backlog, admin: Admin, gr
     [backlog.tenantId, backlog.messageIds, effects.consumer],
   );
   if (check.missing || check.repeated || check.extra) {
-    problems.push(`${name}: ${check.missing} events without an effect, ${check.repeated} with more than one, ${check.extra} effects of no event`);
+    problems.push(
+      `${name}: ${check.missing} events without an effect, ${check.repeated} with more than one, ${check.extra} effects of no event`,
+    );
   }
   if (check.inbox !== n) problems.push(`${name}: ${check.inbox} of ${n} events have an 'applied' inbox row`);
   let lagAfter = await groupLag(admin, group);
@@ -237,7 +270,9 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const fulfillmentDb = benchDatabaseName(benchFulfillmentUrl);
   const notifierDb = benchDatabaseName(benchNotifierUrl);
   if (!fulfillmentDb || !notifierDb) {
-    throw new UsageError('BENCH_FULFILLMENT_DATABASE_URL and BENCH_NOTIFIER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)');
+    throw new UsageError(
+      'BENCH_FULFILLMENT_DATABASE_URL and BENCH_NOTIFIER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)',
+    );
   }
   const machine = describeMachine();
   progress(`recreating ${fulfillmentDb} and ${notifierDb}, building`);
@@ -314,14 +349,31 @@ export async function run(argv: string[]): Promise<BenchResult> {
         const instance = await consumer.start();
         // An app's clock starts when it answers /health/live: its consumer is joining the group by then.
         const from = instance instanceof BareConsumer ? startedAt : await dbNow(consumer.effects.pool);
-        const drained = await awaitEffects(consumer.effects, backlog, admin, consumer.group, from, problems, `round ${round}, ${consumer.name}`);
+        const drained = await awaitEffects(
+          consumer.effects,
+          backlog,
+          admin,
+          consumer.group,
+          from,
+          problems,
+          `round ${round}, ${consumer.name}`,
+        );
         await instance.stop();
         running.splice(running.indexOf(instance), 1);
         if (!(instance instanceof BareConsumer)) {
           const app = instance as RunningApp;
-          if (app.process.exitCode !== 0 && app.process.exitCode !== null) problems.push(`${consumer.name} exited with ${app.process.exitCode}:\n${app.output().slice(-2000)}`);
+          if (app.process.exitCode !== 0 && app.process.exitCode !== null)
+            problems.push(`${consumer.name} exited with ${app.process.exitCode}:\n${app.output().slice(-2000)}`);
         }
-        results.push({ name: consumer.name, round, events: options.events, ...drained, perSecond: options.events / drained.seconds, lagAtStart, vsBaseline: 0 });
+        results.push({
+          name: consumer.name,
+          round,
+          events: options.events,
+          ...drained,
+          perSecond: options.events / drained.seconds,
+          lagAtStart,
+          vsBaseline: 0,
+        });
       }
     }
     if (profileDir && options.profile) writeProfile(profileDir, options.profile);
@@ -352,7 +404,9 @@ export async function run(argv: string[]): Promise<BenchResult> {
 }
 
 function writeProfile(dir: string, out: string): void {
-  const files = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile')).sort();
+  const files = readdirSync(dir)
+    .filter((name) => name.endsWith('.cpuprofile'))
+    .sort();
   if (!files.length) {
     progress('fulfillment wrote no CPU profile');
     return;
@@ -413,7 +467,9 @@ function print(report: Report): string {
     'median of the rounds:',
     ...summary.map((s) => `  ${s.name.padEnd(47)} ${s.perSecond.toFixed(0).padStart(9)} ${`${s.vsBaseline.toFixed(2)}x`.padStart(8)}`),
     '',
-    report.ok ? 'OK: every event had exactly one effect and one inbox row, in every consumer' : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`,
+    report.ok
+      ? 'OK: every event had exactly one effect and one inbox row, in every consumer'
+      : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`,
   ];
   return lines.join('\n');
 }
@@ -427,12 +483,12 @@ function section(report: Report): BenchSection {
     ok: report.ok,
     method:
       `Each round produces ${report.settings.events} OrderPlaced v1 events to the order topic as the relay does (key = order id, ` +
-      'the relay\'s headers), then each consumer drains the same backlog from its start, in an order that alternates between ' +
+      "the relay's headers), then each consumer drains the same backlog from its start, in an order that alternates between " +
       'rounds: a bare kafkajs `eachBatch` loop in the bench process (baseline: one transaction per batch inserting the inbox rows ' +
-      'ON CONFLICT DO NOTHING and the new rows\' shipments, set-based; offsets committed after the commit; ' +
+      "ON CONFLICT DO NOTHING and the new rows' shipments, set-based; offsets committed after the commit; " +
       'one partition at a time like the inbox consumer), the real fulfillment ' +
       'app, and the real notifier (recording webhook deliveries while its dispatcher delivers them to a bare receiver). Events/s ' +
-      'from the consumer\'s start (live, joining the group) to the last effect\'s transaction timestamp on the database; every ' +
+      "from the consumer's start (live, joining the group) to the last effect's transaction timestamp on the database; every " +
       'event is checked to have exactly one effect and one inbox row. The median of the rounds is charted.',
     settings: report.settings,
     table: {

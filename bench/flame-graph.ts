@@ -23,7 +23,10 @@ const SKIP = new Set(['(idle)', '(garbage collector)', '(program)', '(root)']);
 
 function label(node: ProfileNode): string {
   const { functionName, url, lineNumber } = node.callFrame;
-  const where = url.replace(/^.*node_modules\//, '').replace(/^.*\/(apps|libs)\//, '$1/').replace(/^node:/, '');
+  const where = url
+    .replace(/^.*node_modules\//, '')
+    .replace(/^.*\/(apps|libs)\//, '$1/')
+    .replace(/^node:/, '');
   return `${functionName || '(anonymous)'}${where ? ` ${where}:${lineNumber + 1}` : ''}`;
 }
 

@@ -225,7 +225,14 @@ async function observeSends(kafka: Kafka): Promise<{ sentAt: Map<string, number>
 }
 
 /** The whole chain: POST /v1/orders at the rate; per order, its commit to fulfillment's effect. */
-async function wholeChain(kafka: Kafka, api: RunningApp, ordersPool: Pool, fulfillmentPool: Pool, options: Options, problems: string[]): Promise<Chain> {
+async function wholeChain(
+  kafka: Kafka,
+  api: RunningApp,
+  ordersPool: Pool,
+  fulfillmentPool: Pool,
+  options: Options,
+  problems: string[],
+): Promise<Chain> {
   const orders = new OrdersDb(benchOrdersUrl);
   const client = new KeepAliveClient(api.url, CONNECTIONS);
   const observer = await observeSends(kafka);
@@ -286,7 +293,7 @@ async function wholeChain(kafka: Kafka, api: RunningApp, ordersPool: Pool, fulfi
       ),
       fromReply: summarise(
         'whole chain: HTTP reply -> effect (a lower bound)',
-        "the 201 reply reaching the client (after the commit) -> shipments.created_at",
+        'the 201 reply reaching the client (after the commit) -> shipments.created_at',
         replies.size,
         withEffect.map((order) => effectAt.get(order.id)! - replies.get(order.id)!),
       ),
@@ -300,7 +307,9 @@ async function wholeChain(kafka: Kafka, api: RunningApp, ordersPool: Pool, fulfi
         '  of which: Kafka send -> effect (fulfillment)',
         "the message's Kafka timestamp -> shipments.created_at",
         replies.size,
-        withEffect.filter((order) => observer.sentAt.has(order.id)).map((order) => effectAt.get(order.id)! - observer.sentAt.get(order.id)!),
+        withEffect
+          .filter((order) => observer.sentAt.has(order.id))
+          .map((order) => effectAt.get(order.id)! - observer.sentAt.get(order.id)!),
       ),
       unexpectedReplies: unexpected.length,
     };
@@ -315,7 +324,9 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
   const names = [benchOrdersUrl, benchFulfillmentUrl, benchNotifierUrl].map(benchDatabaseName);
   if (names.some((name) => !name)) {
-    throw new UsageError('BENCH_ORDERS_DATABASE_URL, BENCH_FULFILLMENT_DATABASE_URL and BENCH_NOTIFIER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)');
+    throw new UsageError(
+      'BENCH_ORDERS_DATABASE_URL, BENCH_FULFILLMENT_DATABASE_URL and BENCH_NOTIFIER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)',
+    );
   }
   const [ordersDb, fulfillmentDb, notifierDb] = names as string[];
   const machine = describeMachine();
@@ -347,17 +358,27 @@ export async function run(argv: string[]): Promise<BenchResult> {
     if (options.notifier) {
       await receiver.start();
       // NODE_ENV=test: production refuses a plain-http WEBHOOK_URL and the development secret.
-      apps.push(await startApp('notifier', { ...common, NODE_ENV: 'test', NOTIFIER_DATABASE_URL: benchNotifierUrl, WEBHOOK_URL: receiver.url }));
+      apps.push(
+        await startApp('notifier', { ...common, NODE_ENV: 'test', NOTIFIER_DATABASE_URL: benchNotifierUrl, WEBHOOK_URL: receiver.url }),
+      );
     }
     const chain = await wholeChain(kafka, api, ordersPool, fulfillmentPool, options, problems);
     for (const app of apps) {
-      if (app.process.exitCode !== null || app.process.signalCode !== null) problems.push(`an app exited during the run:\n${app.output().slice(-2000)}`);
+      if (app.process.exitCode !== null || app.process.signalCode !== null)
+        problems.push(`an app exited during the run:\n${app.output().slice(-2000)}`);
     }
     const report: Report = {
       ok: problems.length === 0,
       machine,
       server,
-      settings: { rate: options.rate, seconds: options.seconds, warmupSeconds: WARMUP_SECONDS, connections: CONNECTIONS, notifier: options.notifier ? 'yes' : 'no', LOG_LEVEL: 'warn' },
+      settings: {
+        rate: options.rate,
+        seconds: options.seconds,
+        warmupSeconds: WARMUP_SECONDS,
+        connections: CONNECTIONS,
+        notifier: options.notifier ? 'yes' : 'no',
+        LOG_LEVEL: 'warn',
+      },
       rows: [bare, chain.fromCommit, chain.fromReply, chain.toKafka, chain.kafkaToEffect],
       problems,
     };
@@ -406,7 +427,7 @@ function section(report: Report): BenchSection {
     ok: report.ok,
     method:
       `\`POST /v1/orders\` at ${report.settings.rate}/s for ${report.settings.seconds} s (open loop, after a ${report.settings.warmupSeconds} s warm-up) with ` +
-      'command-api, outbox-relay and fulfillment running as `npm start` runs them. Per order: `orders.created_at` to its shipment\'s ' +
+      "command-api, outbox-relay and fulfillment running as `npm start` runs them. Per order: `orders.created_at` to its shipment's " +
       "`created_at`, both on one PostgreSQL server. Both are `now()`, their transaction's start: the schema stores no commit time " +
       '(the receipt and outbox timestamps are `now()` of the same transaction); both transactions last a few ms. Baseline: a bare ' +
       'kafkajs producer sending the same OrderPlaced at the same rate and a bare `eachBatch` consumer applying it (send to effect).',

@@ -30,23 +30,19 @@ export class KeepAliveClient {
     const started = process.hrtime.bigint();
     const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
     return new Promise((resolve) => {
-      const req = request(
-        `${this.baseUrl}${call.path}`,
-        { method: call.method, agent: this.agent, headers: call.headers },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () =>
-            resolve({
-              status: res.statusCode ?? 0,
-              headers: res.headers,
-              body: Buffer.concat(chunks).toString(),
-              ms: elapsed(),
-            }),
-          );
-          res.on('error', (error) => resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() }));
-        },
-      );
+      const req = request(`${this.baseUrl}${call.path}`, { method: call.method, agent: this.agent, headers: call.headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString(),
+            ms: elapsed(),
+          }),
+        );
+        res.on('error', (error) => resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() }));
+      });
       req.on('error', (error) => resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() }));
       req.end(call.body);
     });
@@ -70,11 +66,7 @@ export interface Measured {
  * one ended (a closed loop: the offered load is the concurrency, not a rate). A unit sends one or
  * more requests and returns their replies; every latency is kept.
  */
-export async function closedLoop(
-  units: number,
-  workers: number,
-  unit: (index: number) => Promise<Reply[]>,
-): Promise<Measured> {
+export async function closedLoop(units: number, workers: number, unit: (index: number) => Promise<Reply[]>): Promise<Measured> {
   const latencies: number[] = [];
   let next = 0;
   const started = process.hrtime.bigint();

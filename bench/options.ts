@@ -36,7 +36,8 @@ export function parseOptions(argv: string[]): BenchOptions | { help: true } | { 
   if (typeof requests === 'string') return { error: requests };
   const concurrency = integer('--concurrency', values.concurrency, 16, 1, 256);
   if (typeof concurrency === 'string') return { error: concurrency };
-  if (values.profile !== undefined && !values.profile.endsWith('.svg')) return { error: `--profile must name an .svg file, got "${values.profile}"` };
+  if (values.profile !== undefined && !values.profile.endsWith('.svg'))
+    return { error: `--profile must name an .svg file, got "${values.profile}"` };
   return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, json: values.json, profile: values.profile };
 }
 

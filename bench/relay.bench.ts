@@ -85,8 +85,10 @@ function parseOptions(argv: string[]): Options {
     const bad = instances.find((value) => typeof value === 'string');
     if (bad !== undefined) throw new UsageError(`${bad} (a comma-separated list)`);
     const peerMode = values['peer-mode'] ?? 'parallel';
-    if (peerMode !== 'parallel' && peerMode !== 'sequential') throw new UsageError(`--peer-mode must be parallel or sequential, got "${peerMode}"`);
-    if (values.profile !== undefined && !values.profile.endsWith('.svg')) throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
+    if (peerMode !== 'parallel' && peerMode !== 'sequential')
+      throw new UsageError(`--peer-mode must be parallel or sequential, got "${peerMode}"`);
+    if (values.profile !== undefined && !values.profile.endsWith('.svg'))
+      throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
     return {
       rows: rows as number,
       rounds: rounds as number,
@@ -140,7 +142,16 @@ function workload(n: number, topic: string): Workload {
       continue;
     }
     const orderId = randomUUID();
-    rows.push(row(orderId, OrderEventTypes.placed, { orderId, tenantId, sku: `SKU-${rows.length % 97}`, quantity: 1 + (rows.length % 5), customerRef: null, placedAt: now.toISOString() }));
+    rows.push(
+      row(orderId, OrderEventTypes.placed, {
+        orderId,
+        tenantId,
+        sku: `SKU-${rows.length % 97}`,
+        quantity: 1 + (rows.length % 5),
+        customerRef: null,
+        placedAt: now.toISOString(),
+      }),
+    );
     if (rows.length % 4 === 0) pending.push({ at: rows.length + 40, orderId });
   }
   const byKey = new Map<string, string[]>();
@@ -160,9 +171,10 @@ async function createTopic(kafka: Kafka, topic: string): Promise<void> {
 
 /** Each payload as PostgreSQL prints it, which is what the relay sends (it reads the jsonb as text). */
 async function asPrinted(db: Pool, work: Workload): Promise<Workload> {
-  const { rows } = await db.query<{ text: string }>(/* sql */ `SELECT p::text AS text FROM unnest($1::jsonb[]) WITH ORDINALITY AS r(p, n) ORDER BY n`, [
-    work.rows.map((r) => JSON.stringify(r.payload)),
-  ]);
+  const { rows } = await db.query<{ text: string }>(
+    /* sql */ `SELECT p::text AS text FROM unnest($1::jsonb[]) WITH ORDINALITY AS r(p, n) ORDER BY n`,
+    [work.rows.map((r) => JSON.stringify(r.payload))],
+  );
   rows.forEach((row, i) => (work.rows[i].payload_json = row.text));
   return work;
 }
@@ -337,7 +349,8 @@ async function startRelays(db: Pool, count: number, nodeArgs: string[] = []): Pr
 async function stopRelays(relays: RunningApp[], problems: string[]): Promise<void> {
   for (const relay of relays) {
     const exit = await relay.stop();
-    if (exit.code !== 0 && exit.signal !== 'SIGTERM') problems.push(`a relay exited with ${exit.code ?? exit.signal}:\n${relay.output().slice(-2_000)}`);
+    if (exit.code !== 0 && exit.signal !== 'SIGTERM')
+      problems.push(`a relay exited with ${exit.code ?? exit.signal}:\n${relay.output().slice(-2_000)}`);
   }
 }
 
@@ -385,7 +398,9 @@ async function peerDrain(
     const committed = performance.now();
     const deadline = Date.now() + 900_000;
     for (;;) {
-      const { rows } = await db.query(/* sql */ `SELECT count(*)::int AS n FROM ${PEER_TABLE} WHERE processed_at IS NULL AND abandoned_at IS NULL`);
+      const { rows } = await db.query(
+        /* sql */ `SELECT count(*)::int AS n FROM ${PEER_TABLE} WHERE processed_at IS NULL AND abandoned_at IS NULL`,
+      );
       if (rows[0].n === 0) break;
       if (child.exitCode !== null) return { error: `the peer exited with ${child.exitCode}: ${output.slice(-1_000)}` };
       if (Date.now() > deadline) return { error: `the peer had not drained ${work.rows.length} rows after 15 minutes (${rows[0].n} left)` };
@@ -393,7 +408,8 @@ async function peerDrain(
     }
     const seconds = (performance.now() - committed) / 1000;
     const { rows: abandoned } = await db.query(`SELECT count(*)::int AS n FROM ${PEER_TABLE} WHERE abandoned_at IS NOT NULL`);
-    if (abandoned[0].n) findings.push(`it gave up (abandoned) ${abandoned[0].n} messages: ${/"message":"([^"]{0,200})/.exec(output)?.[1] ?? 'see its log'}`);
+    if (abandoned[0].n)
+      findings.push(`it gave up (abandoned) ${abandoned[0].n} messages: ${/"message":"([^"]{0,200})/.exec(output)?.[1] ?? 'see its log'}`);
     // What it gave up on never reaches Kafka: wait for the rest only.
     return { seconds, check: await readBack(kafka, work, { expected: work.rows.length - abandoned[0].n }) };
   } catch (error) {
@@ -441,7 +457,8 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
   const ordersDb = benchDatabaseName(benchOrdersUrl);
   if (!ordersDb) throw new UsageError('BENCH_ORDERS_DATABASE_URL must name a database of its own containing "bench" (it is dropped)');
-  if (!process.env.KAFKA_BROKERS) throw new UsageError('KAFKA_BROKERS is not set: run it through `npm run bench -- relay` (scripts/bench.sh starts the broker)');
+  if (!process.env.KAFKA_BROKERS)
+    throw new UsageError('KAFKA_BROKERS is not set: run it through `npm run bench -- relay` (scripts/bench.sh starts the broker)');
   const machine = describeMachine();
   progress(`recreating ${ordersDb}, building`);
   await recreateBenchDatabase(benchOrdersUrl, ordersDb, 'orders');
@@ -454,7 +471,8 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const measurements: Measurement[] = [];
   const topic = (what: string) => `bench.relay.${what}.${randomUUID().slice(0, 8)}`;
   const checked = (name: string, check: Check) => {
-    if (check.missing || check.keysOutOfOrder) problems.push(`${name}: ${check.missing} messages lost, ${check.keysOutOfOrder} keys out of order`);
+    if (check.missing || check.keysOutOfOrder)
+      problems.push(`${name}: ${check.missing} messages lost, ${check.keysOutOfOrder} keys out of order`);
     if (check.duplicates) problems.push(`${name}: ${check.duplicates} duplicates (at least once allows them, but no fault was injected)`);
   };
   let pile: { rows: number; claimPlan: string; claimMs: number } | undefined;
@@ -504,7 +522,16 @@ export async function run(argv: string[]): Promise<BenchResult> {
         const check = await readBack(kafka, relayWork);
         const name = `outbox-relay x${count}`;
         checked(`${name} round ${round}`, check);
-        measurements.push({ name, round, rows: options.rows, seconds, perSecond: options.rows / seconds, vsBaseline: options.rows / seconds / base, cpuMsPer1000, check });
+        measurements.push({
+          name,
+          round,
+          rows: options.rows,
+          seconds,
+          perSecond: options.rows / seconds,
+          vsBaseline: options.rows / seconds / base,
+          cpuMsPer1000,
+          check,
+        });
       }
     }
 
@@ -548,7 +575,13 @@ export async function run(argv: string[]): Promise<BenchResult> {
       const findings: string[] = [];
       const result = await peerDrain(db, kafka, work, options.peerMode, findings);
       peer = {
-        settings: { batch: PEER_BATCH_SIZE, pollMs: PEER_POLL_MS, lockMs: PEER_LOCK_MS, concurrency: options.peerMode, segment: options.peerMode === 'sequential' ? 'order id' : 'none' },
+        settings: {
+          batch: PEER_BATCH_SIZE,
+          pollMs: PEER_POLL_MS,
+          lockMs: PEER_LOCK_MS,
+          concurrency: options.peerMode,
+          segment: options.peerMode === 'sequential' ? 'order id' : 'none',
+        },
         findings,
       };
       if ('error' in result) {
@@ -557,10 +590,19 @@ export async function run(argv: string[]): Promise<BenchResult> {
       } else {
         // The peer's losses, duplicates and disorder are findings about it, not failures of this benchmark.
         const { missing, duplicates, keysOutOfOrder } = result.check;
-        if (missing || duplicates || keysOutOfOrder) findings.push(`${missing} messages never reached Kafka, ${duplicates} duplicates, ${keysOutOfOrder} keys out of order`);
+        if (missing || duplicates || keysOutOfOrder)
+          findings.push(`${missing} messages never reached Kafka, ${duplicates} duplicates, ${keysOutOfOrder} keys out of order`);
         const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
         const perSecond = options.rows / result.seconds;
-        measurements.push({ name: `pg-transactional-outbox 0.5.7 (polling, ${options.peerMode})`, round: 0, rows: options.rows, seconds: result.seconds, perSecond, vsBaseline: perSecond / base, check: result.check });
+        measurements.push({
+          name: `pg-transactional-outbox 0.5.7 (polling, ${options.peerMode})`,
+          round: 0,
+          rows: options.rows,
+          seconds: result.seconds,
+          perSecond,
+          vsBaseline: perSecond / base,
+          check: result.check,
+        });
       }
     }
 
@@ -574,7 +616,10 @@ export async function run(argv: string[]): Promise<BenchResult> {
       await stopRelays(relays, problems);
       const [file] = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'));
       if (file) {
-        writeFileSync(options.profile, flameGraph(JSON.parse(readFileSync(join(dir, file), 'utf8')), `outbox-relay draining ${options.rows} rows`));
+        writeFileSync(
+          options.profile,
+          flameGraph(JSON.parse(readFileSync(join(dir, file), 'utf8')), `outbox-relay draining ${options.rows} rows`),
+        );
         profileNote = `flame graph written to ${options.profile}`;
       } else problems.push('profile: the relay wrote no .cpuprofile');
       if (process.env.BENCH_KEEP_PROFILE) progress(`profile kept in ${dir}`);
@@ -588,7 +633,14 @@ export async function run(argv: string[]): Promise<BenchResult> {
     ok: problems.length === 0,
     machine,
     server,
-    settings: { rows: options.rows, rounds: options.rounds, RELAY_BATCH_SIZE: BATCH_SIZE, RELAY_SHARDS: SHARDS, partitions: PARTITIONS, pile: options.pile },
+    settings: {
+      rows: options.rows,
+      rounds: options.rounds,
+      RELAY_BATCH_SIZE: BATCH_SIZE,
+      RELAY_SHARDS: SHARDS,
+      partitions: PARTITIONS,
+      pile: options.pile,
+    },
     measurements,
     summary: summarise(measurements),
     pile,
@@ -645,7 +697,11 @@ interface Report {
 
 function print(report: Report): string {
   const { machine } = report;
-  const row = (cells: (string | number)[]) => `${String(cells[0]).padEnd(48)} ${cells.slice(1).map((c) => String(c).padStart(9)).join(' ')}`;
+  const row = (cells: (string | number)[]) =>
+    `${String(cells[0]).padEnd(48)} ${cells
+      .slice(1)
+      .map((c) => String(c).padStart(9))
+      .join(' ')}`;
   const lines = [
     `machine: ${machine.cpus} CPUs (${machine.cpuModel}), Node ${machine.node}, load average ${machine.loadAverage1m.toFixed(2)} at start; ${report.server}; ` +
       'relays, PostgreSQL, Kafka and this bench share it',
@@ -667,12 +723,29 @@ function print(report: Report): string {
     ),
     '',
     row(['mean over rounds', 'rounds', 'rows/s', 'vs base', 'CPU/1000']),
-    ...report.summary.map((s) => row([s.name, s.rounds, s.perSecond.toFixed(0), `${s.vsBaseline.toFixed(2)}x`, s.cpuMsPer1000 === undefined ? '-' : `${s.cpuMsPer1000.toFixed(0)} ms`])),
+    ...report.summary.map((s) =>
+      row([
+        s.name,
+        s.rounds,
+        s.perSecond.toFixed(0),
+        `${s.vsBaseline.toFixed(2)}x`,
+        s.cpuMsPer1000 === undefined ? '-' : `${s.cpuMsPer1000.toFixed(0)} ms`,
+      ]),
+    ),
   ];
-  if (report.pile) lines.push('', `claim on ${report.pile.rows} published rows: ${report.pile.claimMs.toFixed(2)} ms (EXPLAIN ANALYZE, nothing unpublished left)`);
+  if (report.pile)
+    lines.push(
+      '',
+      `claim on ${report.pile.rows} published rows: ${report.pile.claimMs.toFixed(2)} ms (EXPLAIN ANALYZE, nothing unpublished left)`,
+    );
   if (report.peer?.findings.length) lines.push('', `peer pg-transactional-outbox: ${report.peer.findings.join('; ')}`);
   if (report.profile) lines.push('', report.profile);
-  lines.push('', report.ok ? 'OK: every message arrived, none twice, each key in outbox order' : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`);
+  lines.push(
+    '',
+    report.ok
+      ? 'OK: every message arrived, none twice, each key in outbox order'
+      : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`,
+  );
   return lines.join('\n');
 }
 
@@ -682,8 +755,16 @@ function section(report: Report): BenchSection {
   const piled = report.summary.find((s) => s.name.includes('published rows'));
   const targets: BenchSection['targets'] = [];
   if (one) {
-    targets.push({ target: '>= 0.7x the bare kafkajs producer with one relay', measured: `${one.vsBaseline.toFixed(2)}x`, met: one.vsBaseline >= 0.7 });
-    targets.push({ target: '>= 25,000 rows/s with one relay', measured: `${Math.round(one.perSecond)} rows/s`, met: one.perSecond >= 25_000 });
+    targets.push({
+      target: '>= 0.7x the bare kafkajs producer with one relay',
+      measured: `${one.vsBaseline.toFixed(2)}x`,
+      met: one.vsBaseline >= 0.7,
+    });
+    targets.push({
+      target: '>= 25,000 rows/s with one relay',
+      measured: `${Math.round(one.perSecond)} rows/s`,
+      met: one.perSecond >= 25_000,
+    });
   }
   if (one && piled) {
     targets.push({
@@ -695,9 +776,17 @@ function section(report: Report): BenchSection {
   const peerRow = report.summary.find((s) => s.name.startsWith('pg-transactional-outbox'));
   if (one && peerRow) {
     const found = report.peer?.findings.length ? `; the peer: ${report.peer.findings.join('; ')}` : '';
-    targets.push({ target: 'ahead of pg-transactional-outbox 0.5.7 (polling)', measured: `${(one.perSecond / peerRow.perSecond).toFixed(1)}x its rate${found}`, met: one.perSecond > peerRow.perSecond });
+    targets.push({
+      target: 'ahead of pg-transactional-outbox 0.5.7 (polling)',
+      measured: `${(one.perSecond / peerRow.perSecond).toFixed(1)}x its rate${found}`,
+      met: one.perSecond > peerRow.perSecond,
+    });
   } else if (report.peer?.error) {
-    targets.push({ target: 'ahead of pg-transactional-outbox 0.5.7 (polling)', measured: `not measured: ${report.peer.error}`, met: false });
+    targets.push({
+      target: 'ahead of pg-transactional-outbox 0.5.7 (polling)',
+      measured: `not measured: ${report.peer.error}`,
+      met: false,
+    });
   }
   return {
     id: 'relay',
@@ -716,7 +805,9 @@ function section(report: Report): BenchSection {
       (report.peer
         ? `Peer: pg-transactional-outbox 0.5.7 polling its own table (batch ${PEER_BATCH_SIZE}, poll ${PEER_POLL_MS} ms, lock ${PEER_LOCK_MS} ms, ` +
           `full batches from the start, messages \`${report.peer.settings.concurrency}\`` +
-          (report.peer.settings.concurrency === 'sequential' ? ' with the order id as segment, its way to keep per-key order' : ' without segment: no per-key order') +
+          (report.peer.settings.concurrency === 'sequential'
+            ? ' with the order id as segment, its way to keep per-key order'
+            : ' without segment: no per-key order') +
           '), publishing each message with the same producer settings; its losses and disorder are reported, not counted as failures here.'
         : ''),
     settings: { ...report.settings, server: report.server },

@@ -66,14 +66,9 @@ export function printTable(report: BenchReport): string {
     String(s.unexpected),
   ]);
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
-  const format = (cells: string[]) =>
-    cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ');
+  const format = (cells: string[]) => cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ');
   lines.push(format(header), ...rows.map(format), '');
   lines.push(...report.scenarios.map((s) => `${s.name.padEnd(widths[0])}  ${s.measures}`), '');
-  lines.push(
-    report.ok
-      ? 'OK: every reply was what the contract says'
-      : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`,
-  );
+  lines.push(report.ok ? 'OK: every reply was what the contract says' : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`);
   return lines.join('\n');
 }

@@ -56,12 +56,7 @@ const describeReply = (reply: Reply) =>
  * Location so that the replay scenario can check it gets the same one back. Unexpected replies are
  * counted in warm-up too.
  */
-export function commandPathScenarios(
-  apiKey: string,
-  orderId: string,
-  concurrency: number,
-  check: Expectations,
-): Scenario[] {
+export function commandPathScenarios(apiKey: string, orderId: string, concurrency: number, check: Expectations): Scenario[] {
   const auth = { Authorization: `Bearer ${apiKey}` };
   const body = JSON.stringify({ sku: 'BENCH-1', quantity: 1 });
   const create = (key: string): Call => ({
@@ -99,8 +94,7 @@ export function commandPathScenarios(
       unit: async (client, phase, index) => {
         const key = `${phase}-first-${index}`;
         const reply = await client.send(create(key));
-        const ok =
-          reply.status === 201 && reply.headers['idempotent-replayed'] === undefined && !!reply.headers.location;
+        const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === undefined && !!reply.headers.location;
         check.expect('first execution', ok, () => describeReply(reply));
         if (ok) {
           created.set(key, String(reply.headers.location));
@@ -119,10 +113,7 @@ export function commandPathScenarios(
       unit: async (client, _phase, index) => {
         const key = createdKeys[index % createdKeys.length] ?? 'no-first-execution-succeeded';
         const reply = await client.send(create(key));
-        const ok =
-          reply.status === 201 &&
-          reply.headers['idempotent-replayed'] === 'true' &&
-          reply.headers.location === created.get(key);
+        const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === 'true' && reply.headers.location === created.get(key);
         check.expect('replay', ok, () => describeReply(reply));
         return [reply];
       },
@@ -158,11 +149,7 @@ export function commandPathScenarios(
         const locations = new Set(replies.map((r) => r.headers.location));
         const ok = fresh.length === 1 && replayed.length === RACE_BURST - 1 && locations.size === 1;
         for (const reply of replies) {
-          check.expect(
-            'racing duplicates',
-            ok,
-            () => `key ${call.headers['Idempotency-Key']}: ${describeReply(reply)}`,
-          );
+          check.expect('racing duplicates', ok, () => `key ${call.headers['Idempotency-Key']}: ${describeReply(reply)}`);
         }
         return replies;
       },
@@ -195,7 +182,8 @@ export function peerScenarios(target: { url: string; pid: number }, concurrency:
   return [
     {
       name: 'peer: first execution',
-      measures: 'the same POST with a fresh key to @node-idempotency/nestjs 1.0.4 (Redis store, NestJS 10, same order + outbox transaction through bare pg)',
+      measures:
+        'the same POST with a fresh key to @node-idempotency/nestjs 1.0.4 (Redis store, NestJS 10, same order + outbox transaction through bare pg)',
       workers: concurrency,
       connections: concurrency,
       orders: () => 0,

@@ -40,7 +40,8 @@ interface Options {
   json: boolean;
 }
 
-export const usage = 'usage: npm run bench -- webhooks [--deliveries N (100-1000000, default 5000)] [--rate N/s (default 200)] [--seconds N (default 30)] [--json]';
+export const usage =
+  'usage: npm run bench -- webhooks [--deliveries N (100-1000000, default 5000)] [--rate N/s (default 200)] [--seconds N (default 30)] [--json]';
 
 function parseOptions(argv: string[]): Options {
   try {
@@ -109,7 +110,12 @@ async function bareLoop(url: string, n: number): Promise<{ seconds: number }> {
  * behind the first) and waits until the running dispatcher delivered them all. The clock starts at
  * the commit and stops at the last `delivered_at`, both read on the database.
  */
-async function drainSeeded(notifier: Pool, url: string, n: number, problems: string[]): Promise<{ seconds: number; orders: Map<string, string[]> }> {
+async function drainSeeded(
+  notifier: Pool,
+  url: string,
+  n: number,
+  problems: string[],
+): Promise<{ seconds: number; orders: Map<string, string[]> }> {
   const tenantId = `bench-${randomUUID().slice(0, 8)}`;
   const rows: { id: string; orderId: string; type: string }[] = [];
   while (rows.length < n) {
@@ -119,7 +125,9 @@ async function drainSeeded(notifier: Pool, url: string, n: number, problems: str
   }
   const orders = new Map<string, string[]>();
   for (const row of rows) orders.set(row.orderId, [...(orders.get(row.orderId) ?? []), row.id]);
-  const { rows: [{ committed }] } = await notifier.query(
+  const {
+    rows: [{ committed }],
+  } = await notifier.query(
     /* sql */ `
     WITH seeded AS (
       INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, next_attempt_at)
@@ -136,7 +144,9 @@ async function drainSeeded(notifier: Pool, url: string, n: number, problems: str
   );
   const deadline = Date.now() + 600_000;
   for (;;) {
-    const { rows: [state] } = await notifier.query(
+    const {
+      rows: [state],
+    } = await notifier.query(
       `SELECT count(*) FILTER (WHERE state = 'delivered')::int AS delivered, count(*) FILTER (WHERE state = 'dead')::int AS dead,
               max(delivered_at) AS last FROM webhook_deliveries WHERE tenant_id = $1`,
       [tenantId],
@@ -151,7 +161,12 @@ async function drainSeeded(notifier: Pool, url: string, n: number, problems: str
 }
 
 /** Every seeded webhook arrived exactly once, each order's in the order of its events. */
-function checkArrivals(arrivals: { id: string; orderId: string }[], orders: Map<string, string[]>, where: string, problems: string[]): void {
+function checkArrivals(
+  arrivals: { id: string; orderId: string }[],
+  orders: Map<string, string[]>,
+  where: string,
+  problems: string[],
+): void {
   const seen = new Map<string, number>();
   const byOrder = new Map<string, string[]>();
   for (const arrival of arrivals) {
@@ -171,7 +186,8 @@ function checkArrivals(arrivals: { id: string; orderId: string }[], orders: Map<
     if (firsts.join() !== ids.filter((id) => seen.has(id)).join()) outOfOrder++;
   }
   if (missing || outOfOrder) problems.push(`${where}: ${missing} webhooks missing, ${outOfOrder} orders out of order`);
-  if (repeated) problems.push(`${where}: ${repeated} webhooks arrived more than once (at least once is allowed, but no fault was injected)`);
+  if (repeated)
+    problems.push(`${where}: ${repeated} webhooks arrived more than once (at least once is allowed, but no fault was injected)`);
 }
 
 export async function run(argv: string[]): Promise<BenchResult> {
@@ -179,7 +195,9 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const notifierDb = benchDatabaseName(benchNotifierUrl);
   const receiverDb = benchDatabaseName(benchReceiverUrl);
   if (!notifierDb || !receiverDb) {
-    throw new UsageError('BENCH_NOTIFIER_DATABASE_URL and BENCH_WEBHOOK_RECEIVER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)');
+    throw new UsageError(
+      'BENCH_NOTIFIER_DATABASE_URL and BENCH_WEBHOOK_RECEIVER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)',
+    );
   }
   const machine = describeMachine();
   progress(`recreating ${notifierDb} and ${receiverDb}, building`);
@@ -223,7 +241,13 @@ export async function run(argv: string[]): Promise<BenchResult> {
     const baseline = await bareLoop(bare.url, options.deliveries);
     bare.requests.length = 0;
     const results: Throughput[] = [
-      { name: 'bare fetch loop -> bare receiver (baseline)', deliveries: options.deliveries, seconds: baseline.seconds, perSecond: options.deliveries / baseline.seconds, vsBaseline: 1 },
+      {
+        name: 'bare fetch loop -> bare receiver (baseline)',
+        deliveries: options.deliveries,
+        seconds: baseline.seconds,
+        perSecond: options.deliveries / baseline.seconds,
+        vsBaseline: 1,
+      },
     ];
 
     progress(`dispatcher: ${options.deliveries} deliveries to the bare receiver`);
@@ -234,16 +258,30 @@ export async function run(argv: string[]): Promise<BenchResult> {
       'bare receiver',
       problems,
     );
-    results.push({ name: 'notifier dispatcher -> bare receiver', deliveries: options.deliveries, seconds: toBare.seconds, perSecond: options.deliveries / toBare.seconds, vsBaseline: 0 });
+    results.push({
+      name: 'notifier dispatcher -> bare receiver',
+      deliveries: options.deliveries,
+      seconds: toBare.seconds,
+      perSecond: options.deliveries / toBare.seconds,
+      vsBaseline: 0,
+    });
 
     await notifier.stop();
     notifier = await startNotifier(receiverUrl);
     progress(`dispatcher: ${options.deliveries} deliveries to the reference receiver`);
     const toReference = await drainSeeded(notifierPool, receiverUrl, options.deliveries, problems);
-    const { rows: received } = await receiverPool.query(`SELECT webhook_id AS id, order_id::text AS "orderId" FROM received_webhooks ORDER BY received_at, webhook_id`);
+    const { rows: received } = await receiverPool.query(
+      `SELECT webhook_id AS id, order_id::text AS "orderId" FROM received_webhooks ORDER BY received_at, webhook_id`,
+    );
     const referenceArrivals = received.filter((row) => toReference.orders.has(row.orderId));
     checkArrivals(referenceArrivals, toReference.orders, 'reference receiver', problems);
-    results.push({ name: 'notifier dispatcher -> reference receiver', deliveries: options.deliveries, seconds: toReference.seconds, perSecond: options.deliveries / toReference.seconds, vsBaseline: 0 });
+    results.push({
+      name: 'notifier dispatcher -> reference receiver',
+      deliveries: options.deliveries,
+      seconds: toReference.seconds,
+      perSecond: options.deliveries / toReference.seconds,
+      vsBaseline: 0,
+    });
     for (const result of results) result.vsBaseline = result.perSecond / results[0].perSecond;
 
     progress(`sustained: ${options.rate} order events/s for ${options.seconds} s through Kafka, the notifier and the reference receiver`);
@@ -284,7 +322,8 @@ export async function run(argv: string[]): Promise<BenchResult> {
       if (rows.length >= produced.length || Date.now() > deadline) {
         latencies = rows.map((row) => Number(row.ms)).sort((a, b) => a - b);
         const lastAt = Math.max(...rows.map((row) => row.received_at.getTime()));
-        if (rows.length < produced.length) problems.push(`sustained: ${produced.length - rows.length} of ${produced.length} webhooks never arrived`);
+        if (rows.length < produced.length)
+          problems.push(`sustained: ${produced.length - rows.length} of ${produced.length} webhooks never arrived`);
         const sustained = {
           rate: options.rate,
           seconds: options.seconds,

@@ -31,8 +31,22 @@ describe('a batch of order events in one transaction', () => {
       type === OrderEventTypes.cancelled
         ? { orderId, tenantId, reason: 'changed my mind', cancelledAt: new Date().toISOString() }
         : { orderId, tenantId, sku: 'SKU-1', quantity: 2, customerRef: null, placedAt: new Date().toISOString() };
-    const headers = { [Headers.messageId]: messageId, [Headers.eventType]: type, [Headers.eventVersion]: '1', [Headers.tenantId]: tenantId };
-    return { topic: Topics.orderEvents, partition: 0, offset: String(offset++), key: orderId, headers, value: JSON.stringify(payload), messageId, eventType: type };
+    const headers = {
+      [Headers.messageId]: messageId,
+      [Headers.eventType]: type,
+      [Headers.eventVersion]: '1',
+      [Headers.tenantId]: tenantId,
+    };
+    return {
+      topic: Topics.orderEvents,
+      partition: 0,
+      offset: String(offset++),
+      key: orderId,
+      headers,
+      value: JSON.stringify(payload),
+      messageId,
+      eventType: type,
+    };
   }
 
   it('applies each message-id once and each order in order: placed then cancelled, cancelled then placed, repeats', async () => {
@@ -54,7 +68,11 @@ describe('a batch of order events in one transaction', () => {
 
     expect(outcomes).toEqual(['applied', 'duplicate', 'applied', 'applied', 'applied', 'applied', 'skipped', 'applied']);
     const shipments = await db.shipments(tenantId);
-    expect(Object.fromEntries(shipments.map((s) => [s.order_id, s.status]))).toEqual({ [a]: 'pending', [b]: 'cancelled', [c]: 'cancelled' });
+    expect(Object.fromEntries(shipments.map((s) => [s.order_id, s.status]))).toEqual({
+      [a]: 'pending',
+      [b]: 'cancelled',
+      [c]: 'cancelled',
+    });
     expect(shipments.find((s) => s.order_id === a)?.message_id).toBe(placedA.messageId);
     expect(await db.inbox(batch[6].messageId!)).toEqual([{ consumer: 'fulfillment', outcome: 'skipped' }]);
     expect(await db.inbox(placedA.messageId!)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);

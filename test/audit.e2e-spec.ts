@@ -248,12 +248,14 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
         }),
       ]);
       expect(check(report, 'outbox-events-have-orders').hint).toMatch(/another spelling of its order id/);
-      expect(check(report, 'orders-have-outbox-events').examples).toEqual([expect.objectContaining({ order: ids.o1, event: 'OrderCancelled' })]);
-    } finally {
-      await orders.query(`UPDATE outbox_messages SET message_key = $1, payload = jsonb_set(payload, '{orderId}', to_jsonb($1::text)) WHERE id = $2`, [
-        ids.o1,
-        rows[0].id,
+      expect(check(report, 'orders-have-outbox-events').examples).toEqual([
+        expect.objectContaining({ order: ids.o1, event: 'OrderCancelled' }),
       ]);
+    } finally {
+      await orders.query(
+        `UPDATE outbox_messages SET message_key = $1, payload = jsonb_set(payload, '{orderId}', to_jsonb($1::text)) WHERE id = $2`,
+        [ids.o1, rows[0].id],
+      );
     }
   }, 120_000);
 
@@ -328,7 +330,13 @@ describe('ops audit checks that every order event the notifier applied has its w
   }
 
   /** Its delivery, recorded with it, in `state`. */
-  async function delivery(messageId: string, eventType: string, state: 'pending' | 'delivered' | 'dead', attempts: number, lastError: string | null = null) {
+  async function delivery(
+    messageId: string,
+    eventType: string,
+    state: 'pending' | 'delivered' | 'dead',
+    attempts: number,
+    lastError: string | null = null,
+  ) {
     await notifier.query(
       `INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, attempts, last_error,
                                        created_at, next_attempt_at, delivered_at, dead_at)
@@ -380,7 +388,11 @@ describe('ops audit checks that every order event the notifier applied has its w
 
     expect(asText.status).toBe(0);
     expect(asText.stdout).toMatch(/all 6 checks passed/);
-    expect(asText.stdout).toMatch(new RegExp(`ok\\s+${NAME}\\s+checked 2, mismatches 0\\n\\s+note: webhook deliveries pending, not a mismatch .*: pending=1 inFlight=0 retrying=1 oldestPendingAge=2h`));
+    expect(asText.stdout).toMatch(
+      new RegExp(
+        `ok\\s+${NAME}\\s+checked 2, mismatches 0\\n\\s+note: webhook deliveries pending, not a mismatch .*: pending=1 inFlight=0 retrying=1 oldestPendingAge=2h`,
+      ),
+    );
   });
 
   it('names a dead delivery and an applied event without any delivery as mismatches, pointing at webhooks:retry', async () => {
@@ -406,7 +418,12 @@ describe('ops audit checks that every order event the notifier applied has its w
             lastError: 'refused: HTTP 410',
             deadAt: expect.any(String),
           }),
-          expect.objectContaining({ problem: 'applied order event has no webhook delivery', messageId: missing, event: 'OrderPlaced', tenant: null }),
+          expect.objectContaining({
+            problem: 'applied order event has no webhook delivery',
+            messageId: missing,
+            event: 'OrderPlaced',
+            tenant: null,
+          }),
         ]),
       );
       expect(found.hint).toMatch(/npm run ops -- webhooks:retry/);
@@ -414,8 +431,12 @@ describe('ops audit checks that every order event the notifier applied has its w
 
       expect(asText.status).toBe(1);
       expect(asText.stdout).toMatch(new RegExp(`FAIL\\s+${NAME}\\s+checked 4, mismatches 2`));
-      expect(asText.stdout).toContain(`webhook delivery is dead: given up, the receiver does not have it: database=notifier consumer=notifier messageId=${dead}`);
-      expect(asText.stdout).toContain(`applied order event has no webhook delivery: database=notifier consumer=notifier messageId=${missing}`);
+      expect(asText.stdout).toContain(
+        `webhook delivery is dead: given up, the receiver does not have it: database=notifier consumer=notifier messageId=${dead}`,
+      );
+      expect(asText.stdout).toContain(
+        `applied order event has no webhook delivery: database=notifier consumer=notifier messageId=${missing}`,
+      );
     } finally {
       await notifier.query(`DELETE FROM webhook_deliveries WHERE message_id = $1`, [dead]);
       await notifier.query(`DELETE FROM inbox_messages WHERE message_id = ANY($1::uuid[])`, [[dead, missing]]);

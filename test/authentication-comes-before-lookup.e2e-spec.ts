@@ -82,7 +82,11 @@ describe('authentication comes before any lookup', () => {
         (auth) => post(`/v1/orders/${orderId}/cancel`, { ...auth, 'Idempotency-Key': 'cancel-a' }, { reason: 'x' }),
         () => post(`/v1/orders/${randomUUID()}/cancel`, { 'Idempotency-Key': neverUsed }, { reason: 'x' }),
       ],
-      ["read of A's order", (auth) => http(`${suite.api.url}/v1/orders/${orderId}`, { headers: auth }), () => http(`${suite.api.url}/v1/orders/${randomUUID()}`)],
+      [
+        "read of A's order",
+        (auth) => http(`${suite.api.url}/v1/orders/${orderId}`, { headers: auth }),
+        () => http(`${suite.api.url}/v1/orders/${randomUUID()}`),
+      ],
       [
         "A's receipt",
         (auth) => http(`${suite.api.url}/v1/idempotency-receipts/orders.create/intent-a`, { headers: auth }),

@@ -68,8 +68,14 @@ const badCreateBodies: [string, BadInput][] = [
   ['an empty body', { body: '', status: 400, type: INVALID, fields: ['sku', 'quantity'] }],
   ['Content-Type text/plain', { contentType: 'text/plain', body: JSON.stringify(validCreate), status: 415, type: UNSUPPORTED }],
   ['no Content-Type', { contentType: null, body: JSON.stringify(validCreate), status: 415, type: UNSUPPORTED }],
-  ['a form-encoded body', { contentType: 'application/x-www-form-urlencoded', body: 'sku=SKU-1&quantity=2', status: 415, type: UNSUPPORTED }],
-  ['JSON in an unsupported charset', { contentType: 'application/json; charset=latin1', body: validCreate, status: 415, type: UNSUPPORTED }],
+  [
+    'a form-encoded body',
+    { contentType: 'application/x-www-form-urlencoded', body: 'sku=SKU-1&quantity=2', status: 415, type: UNSUPPORTED },
+  ],
+  [
+    'JSON in an unsupported charset',
+    { contentType: 'application/json; charset=latin1', body: validCreate, status: 415, type: UNSUPPORTED },
+  ],
   ['quantity as a string "2"', { body: { sku: 'SKU-1', quantity: '2' }, status: 400, type: INVALID, fields: ['quantity'] }],
   ['quantity 2.5', { body: { sku: 'SKU-1', quantity: 2.5 }, status: 400, type: INVALID, fields: ['quantity'] }],
   ['quantity 0', { body: { sku: 'SKU-1', quantity: 0 }, status: 400, type: INVALID, fields: ['quantity'] }],
@@ -83,14 +89,29 @@ const badCreateBodies: [string, BadInput][] = [
   ['sku with a slash', { body: { sku: 'SKU/1', quantity: 2 }, status: 400, type: INVALID, fields: ['sku'] }],
   ['sku as a number', { body: { sku: 1, quantity: 2 }, status: 400, type: INVALID, fields: ['sku'] }],
   ['an empty customerRef', { body: { ...validCreate, customerRef: '' }, status: 400, type: INVALID, fields: ['customerRef'] }],
-  ['customerRef of 65 characters', { body: { ...validCreate, customerRef: 'r'.repeat(65) }, status: 400, type: INVALID, fields: ['customerRef'] }],
+  [
+    'customerRef of 65 characters',
+    { body: { ...validCreate, customerRef: 'r'.repeat(65) }, status: 400, type: INVALID, fields: ['customerRef'] },
+  ],
   ['customerRef as a number', { body: { ...validCreate, customerRef: 7 }, status: 400, type: INVALID, fields: ['customerRef'] }],
   ['an unknown field', { body: { ...validCreate, priority: 'high' }, status: 400, type: INVALID, fields: ['priority'] }],
-  ['a tenantId field (the tenant comes from the credential only)', { body: { ...validCreate, tenantId: 't-other' }, status: 400, type: INVALID, fields: ['tenantId'] }],
-  ['an unknown field named "constructor"', { body: '{"sku":"SKU-1","quantity":2,"constructor":{}}', status: 400, type: INVALID, fields: ['constructor'] }],
-  ['an unknown field named "__proto__"', { body: '{"sku":"SKU-1","quantity":2,"__proto__":{"x":1}}', status: 400, type: INVALID, fields: ['__proto__'] }],
+  [
+    'a tenantId field (the tenant comes from the credential only)',
+    { body: { ...validCreate, tenantId: 't-other' }, status: 400, type: INVALID, fields: ['tenantId'] },
+  ],
+  [
+    'an unknown field named "constructor"',
+    { body: '{"sku":"SKU-1","quantity":2,"constructor":{}}', status: 400, type: INVALID, fields: ['constructor'] },
+  ],
+  [
+    'an unknown field named "__proto__"',
+    { body: '{"sku":"SKU-1","quantity":2,"__proto__":{"x":1}}', status: 400, type: INVALID, fields: ['__proto__'] },
+  ],
   [`a body of ${MAX_BODY_BYTES + 1} bytes`, { body: createBodyOfSize(MAX_BODY_BYTES + 1), status: 413, type: TOO_LARGE }],
-  [`a body of ${MAX_BODY_BYTES} bytes is read, then judged by its fields`, { body: createBodyOfSize(MAX_BODY_BYTES), status: 400, type: INVALID, fields: ['customerRef'] }],
+  [
+    `a body of ${MAX_BODY_BYTES} bytes is read, then judged by its fields`,
+    { body: createBodyOfSize(MAX_BODY_BYTES), status: 400, type: INVALID, fields: ['customerRef'] },
+  ],
   ['a 1 MiB body', { body: JSON.stringify({ pad: 'x'.repeat(1024 * 1024) }), status: 413, type: TOO_LARGE }],
 ];
 
@@ -105,7 +126,10 @@ const badCancels: [string, BadInput & { orderId?: string }][] = [
   ['a reason as a number', { body: { reason: 42 }, status: 400, type: INVALID, fields: ['reason'] }],
   ['no reason', { body: {}, status: 400, type: INVALID, fields: ['reason'] }],
   ['an unknown field', { body: { ...validCancel, force: true }, status: 400, type: INVALID, fields: ['force'] }],
-  ['an unknown field named "constructor"', { body: '{"reason":"changed","constructor":{}}', status: 400, type: INVALID, fields: ['constructor'] }],
+  [
+    'an unknown field named "constructor"',
+    { body: '{"reason":"changed","constructor":{}}', status: 400, type: INVALID, fields: ['constructor'] },
+  ],
   ['a body that is not JSON', { body: 'reason=changed', status: 400, type: INVALID }],
   ['a JSON array', { body: [validCancel], status: 400, type: INVALID }],
   ['Content-Type text/plain', { contentType: 'text/plain', body: JSON.stringify(validCancel), status: 415, type: UNSUPPORTED }],

@@ -125,7 +125,13 @@ describe('cancelling and reading orders', () => {
     expect(await db.counts(tenantId)).toEqual({ orders: 0, receipts: 1, outbox: 0 });
     const receipt = await client.get('/v1/idempotency-receipts/orders.cancel/cancel-unknown');
     expect(receipt.status).toBe(200);
-    expect(receipt.body).toMatchObject({ operation: 'orders.cancel', key: 'cancel-unknown', status: 'completed', responseStatus: 404, effect: null });
+    expect(receipt.body).toMatchObject({
+      operation: 'orders.cancel',
+      key: 'cancel-unknown',
+      status: 'completed',
+      responseStatus: 404,
+      effect: null,
+    });
   });
 
   it("cancelling another tenant's order is the same 404, and that order stays placed", async () => {
@@ -292,9 +298,13 @@ describe('cancelling and reading orders', () => {
     const traceId = randomBytes(16).toString('hex');
     const callerSpan = randomBytes(8).toString('hex');
 
-    const traced = await client.createOrder('traced', { sku: 'SKU-T', quantity: 4, customerRef: 'trace-1' }, {
-      traceparent: `00-${traceId}-${callerSpan}-01`,
-    });
+    const traced = await client.createOrder(
+      'traced',
+      { sku: 'SKU-T', quantity: 4, customerRef: 'trace-1' },
+      {
+        traceparent: `00-${traceId}-${callerSpan}-01`,
+      },
+    );
     const untraced = await client.createOrder('untraced', { sku: 'SKU-U', quantity: 1 });
     expect(traced.status).toBe(201);
     expect(untraced.status).toBe(201);

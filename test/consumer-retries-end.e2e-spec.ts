@@ -112,68 +112,97 @@ describe('retries that end', () => {
     return Object.fromEntries(rows.map((row) => [row.message_id, row.outcome]));
   }
 
-  it('a message that always hits the statement timeout is dead-lettered after the bounded attempts; its partition moves on', async () => {
-    app = await startFulfillmentCaughtUp(kafka, producer, db, {
-      FULFILLMENT_DATABASE_URL: withStatementTimeout(testEnv.fulfillmentUrl, STATEMENT_TIMEOUT_MS),
-    });
-    await fc.assert(
-      fc.asyncProperty(streams, async (shape) => {
-        const tenantId = `t-timeout-${randomUUID().slice(0, 8)}`;
-        const { marked, others, all } = stream(tenantId, 'SLOW', shape);
-        await produceAll(all);
-
-        const settled = await db.until(() => outcomes(all.map((e) => e.messageId)), (seen) => Object.keys(seen).length === all.length, 45_000);
-        expect(settled[marked.messageId]).toBe('dead-lettered');
-        const [dead] = await db.deadLetters(marked.messageId);
-        expect(dead).toMatchObject({ consumer: 'fulfillment', attempts: 3 });
-        expect(dead.error).toMatch(/statement timeout/);
-        for (const event of others) expect(settled[event.messageId]).toBe('applied');
-        const shipments = await db.shipments(tenantId);
-        expect(shipments.map((s) => s.message_id).sort()).toEqual(others.map((e) => e.messageId).filter(firstPerOrder(others)).sort());
-      }),
-      SEARCH,
-    );
-  }, TIMEOUT_MS);
-
-  it('a message that deadlocks on its first attempt only is applied once, not dead-lettered', async () => {
-    app = await startFulfillmentCaughtUp(kafka, producer, db);
-    const holder = new Client({ connectionString: testEnv.fulfillmentUrl });
-    await holder.connect();
-    // Long enough that PostgreSQL always picks the consumer's side of the cycle, never this session.
-    await holder.query(`SET deadlock_timeout = '10s'`);
-    try {
+  it(
+    'a message that always hits the statement timeout is dead-lettered after the bounded attempts; its partition moves on',
+    async () => {
+      app = await startFulfillmentCaughtUp(kafka, producer, db, {
+        FULFILLMENT_DATABASE_URL: withStatementTimeout(testEnv.fulfillmentUrl, STATEMENT_TIMEOUT_MS),
+      });
       await fc.assert(
         fc.asyncProperty(streams, async (shape) => {
-          await db.pool.query(`ALTER SEQUENCE e2e_deadlock_attempts RESTART`);
-          await holder.query(`SELECT pg_advisory_lock(4202)`);
-          const tenantId = `t-deadlock-${randomUUID().slice(0, 8)}`;
-          const { marked, others, all } = stream(tenantId, 'DEADLOCK', shape);
-          const deadlocksBefore = await deadlocksDetected(db);
+          const tenantId = `t-timeout-${randomUUID().slice(0, 8)}`;
+          const { marked, others, all } = stream(tenantId, 'SLOW', shape);
           await produceAll(all);
 
-          // Queue for the lock the consumer holds: the cycle closes and PostgreSQL cancels the consumer.
-          await db.until(() => lockHeldByAnother(holder, 4201), (held) => held, 30_000);
-          await holder.query(`SELECT pg_advisory_lock(4201)`);
-          await holder.query(`SELECT pg_advisory_unlock_all()`);
-
-          const settled = await db.until(() => outcomes(all.map((e) => e.messageId)), (seen) => Object.keys(seen).length === all.length, 30_000);
-          for (const event of all) expect(settled[event.messageId]).toBe('applied');
-          expect(await db.deadLetters(marked.messageId)).toEqual([]);
+          const settled = await db.until(
+            () => outcomes(all.map((e) => e.messageId)),
+            (seen) => Object.keys(seen).length === all.length,
+            45_000,
+          );
+          expect(settled[marked.messageId]).toBe('dead-lettered');
+          const [dead] = await db.deadLetters(marked.messageId);
+          expect(dead).toMatchObject({ consumer: 'fulfillment', attempts: 3 });
+          expect(dead.error).toMatch(/statement timeout/);
+          for (const event of others) expect(settled[event.messageId]).toBe('applied');
           const shipments = await db.shipments(tenantId);
-          expect(shipments.filter((s) => s.order_id === marked.key)).toEqual([
-            expect.objectContaining({ message_id: marked.messageId, status: 'pending' }),
-          ]);
-          expect(shipments).toHaveLength(1 + others.filter((e) => e.key !== marked.key).length);
-          const { rows } = await db.pool.query(`SELECT last_value::int AS attempts FROM e2e_deadlock_attempts`);
-          expect(rows[0].attempts).toBeGreaterThanOrEqual(2); // it did fail once, and ran again
-          await db.until(() => deadlocksDetected(db), (n) => n > deadlocksBefore, 30_000); // PostgreSQL did detect it
+          expect(shipments.map((s) => s.message_id).sort()).toEqual(
+            others
+              .map((e) => e.messageId)
+              .filter(firstPerOrder(others))
+              .sort(),
+          );
         }),
         SEARCH,
       );
-    } finally {
-      await holder.end();
-    }
-  }, TIMEOUT_MS);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    'a message that deadlocks on its first attempt only is applied once, not dead-lettered',
+    async () => {
+      app = await startFulfillmentCaughtUp(kafka, producer, db);
+      const holder = new Client({ connectionString: testEnv.fulfillmentUrl });
+      await holder.connect();
+      // Long enough that PostgreSQL always picks the consumer's side of the cycle, never this session.
+      await holder.query(`SET deadlock_timeout = '10s'`);
+      try {
+        await fc.assert(
+          fc.asyncProperty(streams, async (shape) => {
+            await db.pool.query(`ALTER SEQUENCE e2e_deadlock_attempts RESTART`);
+            await holder.query(`SELECT pg_advisory_lock(4202)`);
+            const tenantId = `t-deadlock-${randomUUID().slice(0, 8)}`;
+            const { marked, others, all } = stream(tenantId, 'DEADLOCK', shape);
+            const deadlocksBefore = await deadlocksDetected(db);
+            await produceAll(all);
+
+            // Queue for the lock the consumer holds: the cycle closes and PostgreSQL cancels the consumer.
+            await db.until(
+              () => lockHeldByAnother(holder, 4201),
+              (held) => held,
+              30_000,
+            );
+            await holder.query(`SELECT pg_advisory_lock(4201)`);
+            await holder.query(`SELECT pg_advisory_unlock_all()`);
+
+            const settled = await db.until(
+              () => outcomes(all.map((e) => e.messageId)),
+              (seen) => Object.keys(seen).length === all.length,
+              30_000,
+            );
+            for (const event of all) expect(settled[event.messageId]).toBe('applied');
+            expect(await db.deadLetters(marked.messageId)).toEqual([]);
+            const shipments = await db.shipments(tenantId);
+            expect(shipments.filter((s) => s.order_id === marked.key)).toEqual([
+              expect.objectContaining({ message_id: marked.messageId, status: 'pending' }),
+            ]);
+            expect(shipments).toHaveLength(1 + others.filter((e) => e.key !== marked.key).length);
+            const { rows } = await db.pool.query(`SELECT last_value::int AS attempts FROM e2e_deadlock_attempts`);
+            expect(rows[0].attempts).toBeGreaterThanOrEqual(2); // it did fail once, and ran again
+            await db.until(
+              () => deadlocksDetected(db),
+              (n) => n > deadlocksBefore,
+              30_000,
+            ); // PostgreSQL did detect it
+          }),
+          SEARCH,
+        );
+      } finally {
+        await holder.end();
+      }
+    },
+    TIMEOUT_MS,
+  );
 });
 
 /** PostgreSQL's own count of deadlocks it detected in this database (reported a moment after the fact). */

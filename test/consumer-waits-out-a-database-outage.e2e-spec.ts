@@ -74,35 +74,40 @@ describe('a database outage under a consumer', () => {
     await proxy.restore();
   }
 
-  it('nothing is dead-lettered and every message is applied once, whenever the outages strike', async () => {
-    await fc.assert(
-      fc.asyncProperty(outages, fc.integer({ min: 10, max: 30 }), async (schedule, count) => {
-        const tenantId = `t-outage-${randomUUID().slice(0, 8)}`;
-        const events = Array.from({ length: count }, () => orderPlaced(tenantId));
-        const deadBefore = await appMetric(app, 'fulfillment_messages_total', 'outcome="dead-lettered"');
+  it(
+    'nothing is dead-lettered and every message is applied once, whenever the outages strike',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(outages, fc.integer({ min: 10, max: 30 }), async (schedule, count) => {
+          const tenantId = `t-outage-${randomUUID().slice(0, 8)}`;
+          const events = Array.from({ length: count }, () => orderPlaced(tenantId));
+          const deadBefore = await appMetric(app, 'fulfillment_messages_total', 'outcome="dead-lettered"');
 
-        const producing = (async () => {
-          for (const event of events) {
-            await produceOrderEvent(producer, event);
-            await pause(100);
-          }
-        })();
-        for (const o of schedule) await outage(o);
-        await producing;
+          const producing = (async () => {
+            for (const event of events) {
+              await produceOrderEvent(producer, event);
+              await pause(100);
+            }
+          })();
+          for (const o of schedule) await outage(o);
+          await producing;
 
-        const ids = events.map((e) => e.messageId);
-        const settled = await db.until(
-          async () => (await db.pool.query(`SELECT message_id, outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])`, [ids])).rows,
-          (rows) => rows.length === ids.length,
-          60_000,
-        );
-        expect(settled.every((row) => row.outcome === 'applied')).toBe(true);
-        const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM dead_letters WHERE message_id = ANY($1::uuid[])`, [ids]);
-        expect(rows[0].n).toBe(0);
-        expect((await db.shipments(tenantId)).map((s) => s.message_id).sort()).toEqual([...ids].sort());
-        expect(await appMetric(app, 'fulfillment_messages_total', 'outcome="dead-lettered"')).toBe(deadBefore);
-      }),
-      searchSettings({ fast: 3, long: 25 }),
-    );
-  }, LONG_RUN ? 30 * 60_000 : 300_000);
+          const ids = events.map((e) => e.messageId);
+          const settled = await db.until(
+            async () =>
+              (await db.pool.query(`SELECT message_id, outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])`, [ids])).rows,
+            (rows) => rows.length === ids.length,
+            60_000,
+          );
+          expect(settled.every((row) => row.outcome === 'applied')).toBe(true);
+          const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM dead_letters WHERE message_id = ANY($1::uuid[])`, [ids]);
+          expect(rows[0].n).toBe(0);
+          expect((await db.shipments(tenantId)).map((s) => s.message_id).sort()).toEqual([...ids].sort());
+          expect(await appMetric(app, 'fulfillment_messages_total', 'outcome="dead-lettered"')).toBe(deadBefore);
+        }),
+        searchSettings({ fast: 3, long: 25 }),
+      );
+    },
+    LONG_RUN ? 30 * 60_000 : 300_000,
+  );
 });

@@ -58,7 +58,11 @@ describe('a dead letter Kafka refuses', () => {
         waitForLeaders: true,
         topics: [
           { topic: Topics.orderEvents, numPartitions: 6 },
-          { topic: Topics.deadLetters, numPartitions: 3, configEntries: [{ name: 'max.message.bytes', value: String(DEAD_LETTER_MAX_BYTES) }] },
+          {
+            topic: Topics.deadLetters,
+            numPartitions: 3,
+            configEntries: [{ name: 'max.message.bytes', value: String(DEAD_LETTER_MAX_BYTES) }],
+          },
         ],
       });
     } finally {
@@ -85,7 +89,11 @@ describe('a dead letter Kafka refuses', () => {
     // Fails every time (quantity 0); its dead letter is small and goes out with the first producer.
     const first = orderPlaced(tenantId, { quantity: 0 });
     await produceOrderEvent(producer, first);
-    await db.until(async () => seen, () => once(first.messageId), 45_000);
+    await db.until(
+      async () => seen,
+      () => once(first.messageId),
+      45_000,
+    );
 
     const orderId = randomUUID();
     const refused = orderPlaced(tenantId, { orderId, quantity: 0, paddingBytes: 2 * DEAD_LETTER_MAX_BYTES });
@@ -94,13 +102,25 @@ describe('a dead letter Kafka refuses', () => {
     const laterOtherKey = { ...orderPlaced(tenantId), rawValue: '{not json' };
     for (const event of [refused, behind, laterSameKey, laterOtherKey]) await produceOrderEvent(producer, event);
 
-    await db.until(async () => seen, () => once(laterSameKey.messageId) && once(laterOtherKey.messageId), 60_000);
-    const [recorded] = await db.until(() => db.deadLetters(refused.messageId), (rows) => rows.length === 1, 30_000);
+    await db.until(
+      async () => seen,
+      () => once(laterSameKey.messageId) && once(laterOtherKey.messageId),
+      60_000,
+    );
+    const [recorded] = await db.until(
+      () => db.deadLetters(refused.messageId),
+      (rows) => rows.length === 1,
+      30_000,
+    );
     expect(recorded).toMatchObject({ consumer: 'fulfillment', attempts: 3 });
     expect(recorded.error).toMatch(/check constraint/);
     expect(recorded.error).toMatch(/refused by orders\.dead-letters\.v1: .*(MESSAGE_TOO_LARGE|larger than)/i);
     expect(await db.inbox(refused.messageId)).toEqual([{ consumer: 'fulfillment', outcome: 'dead-lettered' }]);
-    const shipments = await db.until(() => db.shipments(tenantId), (rows) => rows.length === 1, 30_000);
+    const shipments = await db.until(
+      () => db.shipments(tenantId),
+      (rows) => rows.length === 1,
+      30_000,
+    );
     expect(shipments[0]).toMatchObject({ order_id: orderId, message_id: behind.messageId });
     expect(await appMetric(app, 'fulfillment_messages_total', 'outcome="dead-letter-refused"')).toBe(1);
 

@@ -12,7 +12,10 @@ import { ReadMessage, TopicReader } from './support/topic-reader';
  * case, or percent-encoded (the router decodes `%41` to `A` before the id pipe sees it).
  */
 type Spelling = 'as-is' | 'other-case' | 'encoded' | 'encoded-other-case';
-const spelling = fc.array(fc.constantFrom<Spelling>('as-is', 'other-case', 'encoded', 'encoded-other-case'), { minLength: 36, maxLength: 36 });
+const spelling = fc.array(fc.constantFrom<Spelling>('as-is', 'other-case', 'encoded', 'encoded-other-case'), {
+  minLength: 36,
+  maxLength: 36,
+});
 
 function spell(id: string, marks: Spelling[]): string {
   return [...id]
@@ -133,10 +136,10 @@ describe('one order, one Kafka key, whatever spelling of its id the client used'
         [everyOther, upper(1)],
       ]),
     );
-    const { rows } = await suite.db.pool.query(
-      `SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND event_type = $2`,
-      [tenantId, OrderEventTypes.cancelled],
-    );
+    const { rows } = await suite.db.pool.query(`SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND event_type = $2`, [
+      tenantId,
+      OrderEventTypes.cancelled,
+    ]);
     expect(rows[0].n).toBeGreaterThanOrEqual(2);
     expect(rows[0].n).toBe((await suite.db.pool.query(`SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1`, [tenantId])).rows[0].n);
   }, 120_000);
@@ -177,7 +180,9 @@ describe('one order, one Kafka key, whatever spelling of its id the client used'
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
 
-    const dryRun = json(await ops(['outbox:replay', '--from', '0', '--tenant', tenantId, '--aggregate', id.toUpperCase(), '--dry-run', '--force', '--json']));
+    const dryRun = json(
+      await ops(['outbox:replay', '--from', '0', '--tenant', tenantId, '--aggregate', id.toUpperCase(), '--dry-run', '--force', '--json']),
+    );
     // --force: a dry run publishes nothing, and the consumers' dedupe window is not what this test is about.
     expect(dryRun).toMatchObject({ dryRun: true, selected: 2, byTenant: { [tenantId]: 2 } });
   }, 120_000);

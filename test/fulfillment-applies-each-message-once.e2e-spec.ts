@@ -57,7 +57,11 @@ describe('the fulfillment consumer', () => {
     const started = await startApp('fulfillment', { ...FAST, ...env });
     const marker = placed(`t-sync-${randomUUID().slice(0, 8)}`);
     const id = await produceOrderEvent(producer, marker);
-    await db.until(() => db.inbox(id), (rows) => rows.length === 1, 90_000);
+    await db.until(
+      () => db.inbox(id),
+      (rows) => rows.length === 1,
+      90_000,
+    );
     return started;
   }
 
@@ -76,11 +80,17 @@ describe('the fulfillment consumer', () => {
     await Promise.all(others.map((p) => produceOrderEvent(p, event)));
     await Promise.all(others.map((p) => p.disconnect()));
 
-    await db.until(async () => metric(app!, 'duplicate'), (n) => n >= duplicatesBefore + 5, 30_000);
-    await db.until(() => db.shipments(tenantId), (rows) => rows.length > 0, 30_000);
-    expect(await db.shipments(tenantId)).toEqual([
-      { order_id: event.key, status: 'pending', message_id: event.messageId, quantity: 2 },
-    ]);
+    await db.until(
+      async () => metric(app!, 'duplicate'),
+      (n) => n >= duplicatesBefore + 5,
+      30_000,
+    );
+    await db.until(
+      () => db.shipments(tenantId),
+      (rows) => rows.length > 0,
+      30_000,
+    );
+    expect(await db.shipments(tenantId)).toEqual([{ order_id: event.key, status: 'pending', message_id: event.messageId, quantity: 2 }]);
     expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
   });
 
@@ -96,7 +106,11 @@ describe('the fulfillment consumer', () => {
     expect(await db.shipments(tenantId)).toHaveLength(1); // committed before the kill
 
     app = await startApp('fulfillment', FAST);
-    await db.until(async () => metric(app!, 'duplicate'), (n) => n >= 1, 60_000);
+    await db.until(
+      async () => metric(app!, 'duplicate'),
+      (n) => n >= 1,
+      60_000,
+    );
     expect(await db.shipments(tenantId)).toHaveLength(1);
     expect(await db.inbox(messageId)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
   });
@@ -129,7 +143,10 @@ describe('the fulfillment consumer', () => {
     }
     expect(await db.deadLetters(poisonId)).toEqual([expect.objectContaining({ consumer: 'fulfillment', attempts: 3 })]);
     expect(await db.inbox(poisonId)).toEqual([{ consumer: 'fulfillment', outcome: 'dead-lettered' }]);
-    const shipments = await db.until(() => db.shipments(tenantId), (rows) => rows.length === 1);
+    const shipments = await db.until(
+      () => db.shipments(tenantId),
+      (rows) => rows.length === 1,
+    );
     expect(shipments[0]).toMatchObject({ order_id: orderId, message_id: behindId, quantity: 2 });
   });
 
@@ -138,7 +155,10 @@ describe('the fulfillment consumer', () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     const future = await produceOrderEvent(producer, { ...placed(tenantId), version: 2 });
     const unknown = await produceOrderEvent(producer, { ...placed(tenantId), type: 'OrderGiftWrapped' });
-    await db.until(() => db.inbox(unknown), (rows) => rows.length === 1);
+    await db.until(
+      () => db.inbox(unknown),
+      (rows) => rows.length === 1,
+    );
     expect(await db.inbox(future)).toEqual([{ consumer: 'fulfillment', outcome: 'skipped' }]);
     expect(await db.inbox(unknown)).toEqual([{ consumer: 'fulfillment', outcome: 'skipped' }]);
     expect(await db.shipments(tenantId)).toEqual([]);

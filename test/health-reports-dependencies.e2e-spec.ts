@@ -46,7 +46,10 @@ describe('health endpoints', () => {
     expect(JSON.stringify(ready.body)).not.toMatch(/127\.0\.0\.1|:1\b|ECONNREFUSED|connect|timeout|no answer/i);
     // The operator finds the reason in the log, once per outage, not once per probe.
     await get(app, '/health/ready');
-    const notReady = app.output().split('\n').filter((line) => line.includes('not ready: kafka down'));
+    const notReady = app
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('not ready: kafka down'));
     expect(notReady).toHaveLength(1);
     expect(JSON.parse(notReady[0])).toMatchObject({ level: 40, down: { kafka: expect.stringMatching(/\S/) } });
   });

@@ -20,7 +20,11 @@ const PROBLEM_JSON = /^application\/problem\+json/;
 /** Percent-encodes every UTF-8 byte outside the unreserved set, but leaves `%` as it is (to send broken escapes). */
 function pathSegment(text: string): string {
   return [...Buffer.from(text, 'utf8')]
-    .map((byte) => (/[A-Za-z0-9._~%-]/.test(String.fromCharCode(byte)) ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`))
+    .map((byte) =>
+      /[A-Za-z0-9._~%-]/.test(String.fromCharCode(byte))
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`,
+    )
     .join('');
 }
 
@@ -32,7 +36,11 @@ function nested(depth: number, inner = '1'): string {
 describe('hostile input never gets a 5xx', () => {
   const fixture = commandApiFixture();
   const db = fixture.db;
-  const api = { get url() { return fixture.api.url; } };
+  const api = {
+    get url() {
+      return fixture.api.url;
+    },
+  };
 
   function expectProblem(result: HttpResult, status: number) {
     expect({ status: result.status, contentType: result.headers['content-type'] }).toEqual({
@@ -53,7 +61,10 @@ describe('hostile input never gets a 5xx', () => {
     const cases: [string, (orderId: string) => [path: string, body: string]][] = [
       ['a deeply nested value in an unknown field', () => ['/v1/orders', `{"sku":"SKU-1","quantity":1,"x":${nested(5_000)}}`]],
       ['a deeply nested value in a known field', () => ['/v1/orders', `{"sku":${nested(5_000, '"a"')},"quantity":1}`]],
-      ['a deeply nested object in a known field', () => ['/v1/orders', `{"sku":"SKU-1","quantity":1,"customerRef":${'{"a":'.repeat(2_000)}1${'}'.repeat(2_000)}}`]],
+      [
+        'a deeply nested object in a known field',
+        () => ['/v1/orders', `{"sku":"SKU-1","quantity":1,"customerRef":${'{"a":'.repeat(2_000)}1${'}'.repeat(2_000)}}`],
+      ],
       ['a deeply nested cancel reason', (id) => [`/v1/orders/${id}/cancel`, `{"reason":${nested(5_000)}}`]],
       ['a NUL in customerRef', () => ['/v1/orders', '{"sku":"SKU-1","quantity":1,"customerRef":"ref\\u0000x"}']],
       ['a NUL in an unknown field', () => ['/v1/orders', '{"sku":"SKU-1","quantity":1,"note":"\\u0000"}']],
@@ -84,7 +95,11 @@ describe('hostile input never gets a 5xx', () => {
 
     it('a valid surrogate pair (an emoji) is accepted and comes back as sent', async () => {
       const { apiKey } = await db.tenant();
-      const result = await post(apiKey, '/v1/orders', JSON.stringify({ sku: 'SKU-1', quantity: 1, customerRef: `ref-${randomUUID().slice(0, 8)}-🚚` }));
+      const result = await post(
+        apiKey,
+        '/v1/orders',
+        JSON.stringify({ sku: 'SKU-1', quantity: 1, customerRef: `ref-${randomUUID().slice(0, 8)}-🚚` }),
+      );
       expect(result.status).toBe(201);
       expect(result.body.customerRef).toMatch(/-🚚$/);
     });
@@ -94,7 +109,10 @@ describe('hostile input never gets a 5xx', () => {
     /** Strings with the characters that break things: NUL, controls, lone surrogates, quotes, non-ASCII. */
     const nasty = fc.oneof(
       fc.string({ unit: 'binary', maxLength: 20 }),
-      fc.string({ unit: fc.constantFrom('\u0000', '\ud800', '\udfff', '"', '\\', '%', '/', 'é', '🚚', 'a', '1', ' ', '\n'), maxLength: 12 }),
+      fc.string({
+        unit: fc.constantFrom('\u0000', '\ud800', '\udfff', '"', '\\', '%', '/', 'é', '🚚', 'a', '1', ' ', '\n'),
+        maxLength: 12,
+      }),
     );
     const value: fc.Arbitrary<unknown> = fc.oneof(
       nasty,
@@ -105,10 +123,12 @@ describe('hostile input never gets a 5xx', () => {
       fc.jsonValue({ maxDepth: 3 }),
     );
     const body = fc.oneof(
-      fc.record(
-        { sku: fc.oneof(fc.constant('SKU-1'), value), quantity: fc.oneof(fc.constant(1), value), customerRef: value, reason: value },
-        { requiredKeys: [] },
-      ).map((o) => JSON.stringify(o)),
+      fc
+        .record(
+          { sku: fc.oneof(fc.constant('SKU-1'), value), quantity: fc.oneof(fc.constant(1), value), customerRef: value, reason: value },
+          { requiredKeys: [] },
+        )
+        .map((o) => JSON.stringify(o)),
       fc.dictionary(nasty, value, { maxKeys: 4 }).map((o) => JSON.stringify(o)),
       fc.integer({ min: 1, max: 4_000 }).map((depth) => `{"sku":"SKU-1","quantity":1,"x":${nested(depth)}}`),
       nasty, // not JSON, or JSON that is not an object
@@ -124,23 +144,37 @@ describe('hostile input never gets a 5xx', () => {
       id: idChoice,
       credential: fc.constantFrom('own', 'foreign', 'junk', 'none', 'revoked-shape'),
       key: fc.oneof(fc.constant('fresh'), fc.constant('none'), fc.string({ unit: 'grapheme-ascii', maxLength: 300 })),
-      contentType: fc.constantFrom('application/json', 'application/merge-patch+json', 'text/plain', 'none', 'application/json; charset=latin1'),
+      contentType: fc.constantFrom(
+        'application/json',
+        'application/merge-patch+json',
+        'text/plain',
+        'none',
+        'application/json; charset=latin1',
+      ),
       body,
     });
 
-    it('never a 5xx, a reset, a stored refusal or another tenant\'s data', async () => {
+    it("never a 5xx, a reset, a stored refusal or another tenant's data", async () => {
       const own = await db.tenant();
       const foreign = await db.tenant();
       const ownClient = new ApiClientSession(api.url, own.apiKey);
       const foreignClient = new ApiClientSession(api.url, foreign.apiKey);
       const ownOrder = (await ownClient.createOrder(`k-${randomUUID()}`, { sku: 'SKU-1', quantity: 1 })).body.id as string;
-      const foreignOrder = (await foreignClient.createOrder(`k-${randomUUID()}`, { sku: 'SKU-1', quantity: 1, customerRef: `secret-${randomUUID()}` })).body;
+      const foreignOrder = (
+        await foreignClient.createOrder(`k-${randomUUID()}`, { sku: 'SKU-1', quantity: 1, customerRef: `secret-${randomUUID()}` })
+      ).body;
       const foreignSecrets = [foreignOrder.id, foreignOrder.customerRef, foreign.tenantId];
 
       await fc.assert(
         fc.asyncProperty(requestShape, async (shape) => {
           const id =
-            shape.id === 'own' ? ownOrder : shape.id === 'own-upper' ? ownOrder.toUpperCase() : shape.id === 'foreign' ? foreignOrder.id : pathSegment(shape.id.slice(4));
+            shape.id === 'own'
+              ? ownOrder
+              : shape.id === 'own-upper'
+                ? ownOrder.toUpperCase()
+                : shape.id === 'foreign'
+                  ? foreignOrder.id
+                  : pathSegment(shape.id.slice(4));
           const path = {
             create: '/v1/orders',
             cancel: `/v1/orders/${id}/cancel`,
@@ -148,7 +182,13 @@ describe('hostile input never gets a 5xx', () => {
             receipt: `/v1/idempotency-receipts/orders.create/${id}`,
           }[shape.endpoint];
           const headers: Record<string, string> = {};
-          const credential = { own: own.apiKey, foreign: foreign.apiKey, junk: 'not-a-key', none: '', 'revoked-shape': `${own.apiKey.slice(0, -2)}xx` }[shape.credential];
+          const credential = {
+            own: own.apiKey,
+            foreign: foreign.apiKey,
+            junk: 'not-a-key',
+            none: '',
+            'revoked-shape': `${own.apiKey.slice(0, -2)}xx`,
+          }[shape.credential];
           if (credential) headers.Authorization = `Bearer ${credential}`;
           const key = shape.key === 'fresh' ? `k-${randomUUID()}` : shape.key === 'none' ? undefined : shape.key;
           if (key !== undefined) headers['Idempotency-Key'] = key;
@@ -161,7 +201,11 @@ describe('hostile input never gets a 5xx', () => {
             result = await http(`${api.url}${path}`, { method, headers, body: method === 'POST' ? shape.body : undefined });
           } catch (error) {
             // Node's client refuses some header values itself (ERR_INVALID_CHAR): nothing was sent.
-            if ((error as { code?: string }).code === 'ERR_INVALID_CHAR' || (error as { code?: string }).code === 'ERR_UNESCAPED_CHARACTERS') return;
+            if (
+              (error as { code?: string }).code === 'ERR_INVALID_CHAR' ||
+              (error as { code?: string }).code === 'ERR_UNESCAPED_CHARACTERS'
+            )
+              return;
             throw error;
           }
           expect(result.status).toBeLessThan(500);

@@ -1,8 +1,8 @@
-import fc from "fast-check";
-import { ApiClientSession } from "./support/command-api";
-import { RunningApp, startApp } from "./support/apps";
-import { HttpResult } from "./support/http";
-import { OrdersDb } from "./support/orders-db";
+import fc from 'fast-check';
+import { ApiClientSession } from './support/command-api';
+import { RunningApp, startApp } from './support/apps';
+import { HttpResult } from './support/http';
+import { OrdersDb } from './support/orders-db';
 import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 /**
@@ -31,18 +31,13 @@ interface Command {
   customerRef?: string | null;
 }
 
-const KEYS = ["k0", "k1", "k2", "k3"];
+const KEYS = ['k0', 'k1', 'k2', 'k3'];
 
 const commandFields = {
   key: fc.constantFrom(...KEYS),
-  sku: fc.constantFrom("A", "B"),
+  sku: fc.constantFrom('A', 'B'),
   quantity: fc.constantFrom(1, 2),
-  customerRef: fc.constantFrom<string | null | undefined>(
-    undefined,
-    null,
-    "r1",
-    "r2",
-  ),
+  customerRef: fc.constantFrom<string | null | undefined>(undefined, null, 'r1', 'r2'),
 };
 const command = fc.record({ tenant: fc.constantFrom(0, 1), ...commandFields });
 /** A round: 1–6 commands sent at once, each on its own connection. */
@@ -51,13 +46,10 @@ const rounds = fc.array(fc.array(command, { minLength: 1, maxLength: 6 }), {
   maxLength: 8,
 });
 /** The same commands without a tenant: the isolation property sends each one as both tenants. */
-const mirroredRounds = fc.array(
-  fc.array(fc.record(commandFields), { minLength: 1, maxLength: 3 }),
-  {
-    minLength: 1,
-    maxLength: 8,
-  },
-);
+const mirroredRounds = fc.array(fc.array(fc.record(commandFields), { minLength: 1, maxLength: 3 }), {
+  minLength: 1,
+  maxLength: 8,
+});
 
 const scopeOf = (c: Command) => `${c.tenant}|${c.key}`;
 /** The declared semantic fields, canonical: what "the same request" means within a scope. */
@@ -100,29 +92,22 @@ class Model {
     return [...this.orders].filter(([, o]) => o.tenant === tenant);
   }
   scopesOf(tenant: number) {
-    return [...this.receipts].filter(([scope]) =>
-      scope.startsWith(`${tenant}|`),
-    );
+    return [...this.receipts].filter(([scope]) => scope.startsWith(`${tenant}|`));
   }
 }
 
-const replayed = (r: HttpResult) => r.headers["idempotent-replayed"];
-const isUuid = (s: unknown) =>
-  typeof s === "string" &&
-  CANONICAL_UUID_PATTERN.test(s);
+const replayed = (r: HttpResult) => r.headers['idempotent-replayed'];
+const isUuid = (s: unknown) => typeof s === 'string' && CANONICAL_UUID_PATTERN.test(s);
 
 /** An answer that is the execution of its request: a new order, or the stored "customerRef already used". */
 const isExecution = (r: HttpResult) =>
-  replayed(r) === undefined &&
-  (r.status === 201 ||
-    (r.status === 409 &&
-      r.body?.type === "/problems/customer-ref-already-used"));
+  replayed(r) === undefined && (r.status === 201 || (r.status === 409 && r.body?.type === '/problems/customer-ref-already-used'));
 
 function show(c: Command, r?: HttpResult): string {
   const sent = `t${c.tenant} ${c.key} ${JSON.stringify(bodyOf(c))}`;
   if (!r) return sent;
-  const flag = replayed(r) === undefined ? "" : ` replayed=${replayed(r)}`;
-  return `${sent} -> ${r.status}${flag} location=${r.headers.location ?? "-"} ${r.text}`;
+  const flag = replayed(r) === undefined ? '' : ` replayed=${replayed(r)}`;
+  return `${sent} -> ${r.status}${flag} location=${r.headers.location ?? '-'} ${r.text}`;
 }
 
 function must(condition: unknown, message: () => string): asserts condition {
@@ -130,31 +115,19 @@ function must(condition: unknown, message: () => string): asserts condition {
 }
 
 /** Checks one round's answers against the model, then advances the model. */
-function checkRound(
-  model: Model,
-  round: Command[],
-  responses: HttpResult[],
-): void {
-  const context = () =>
-    `round:\n  ${round.map((c, i) => show(c, responses[i])).join("\n  ")}`;
-  const fail = (i: number, why: string) => () =>
-    `${why}\n  offending: ${show(round[i], responses[i])}\n${context()}`;
+function checkRound(model: Model, round: Command[], responses: HttpResult[]): void {
+  const context = () => `round:\n  ${round.map((c, i) => show(c, responses[i])).join('\n  ')}`;
+  const fail = (i: number, why: string) => () => `${why}\n  offending: ${show(round[i], responses[i])}\n${context()}`;
 
   const byScope = new Map<string, number[]>();
-  round.forEach((c, i) =>
-    byScope.set(scopeOf(c), [...(byScope.get(scopeOf(c)) ?? []), i]),
-  );
+  round.forEach((c, i) => byScope.set(scopeOf(c), [...(byScope.get(scopeOf(c)) ?? []), i]));
 
   // 1. Every scope new in this round executed exactly one of its requests (any one of them).
   const winners: number[] = [];
   for (const [scope, members] of byScope) {
     if (model.receipts.has(scope)) continue;
     const executed = members.filter((i) => isExecution(responses[i]));
-    must(
-      executed.length === 1,
-      () =>
-        `scope ${scope} is new: expected exactly 1 execution, got ${executed.length}\n${context()}`,
-    );
+    must(executed.length === 1, () => `scope ${scope} is new: expected exactly 1 execution, got ${executed.length}\n${context()}`);
     winners.push(executed[0]);
   }
 
@@ -164,11 +137,7 @@ function checkRound(
   for (const i of winners) {
     const c = round[i];
     if (c.customerRef == null) expectCreated(i);
-    else
-      byRef.set(`${c.tenant}|${c.customerRef}`, [
-        ...(byRef.get(`${c.tenant}|${c.customerRef}`) ?? []),
-        i,
-      ]);
+    else byRef.set(`${c.tenant}|${c.customerRef}`, [...(byRef.get(`${c.tenant}|${c.customerRef}`) ?? []), i]);
   }
   for (const [ref, executions] of byRef) {
     let creator: number | undefined;
@@ -176,8 +145,7 @@ function checkRound(
       const created = executions.filter((i) => responses[i].status === 201);
       must(
         created.length === 1,
-        () =>
-          `customerRef ${ref} was free: expected 1 of ${executions.length} executions to create, got ${created.length}\n${context()}`,
+        () => `customerRef ${ref} was free: expected 1 of ${executions.length} executions to create, got ${created.length}\n${context()}`,
       );
       creator = created[0];
       expectCreated(creator);
@@ -192,8 +160,8 @@ function checkRound(
       status: r.status,
       text: r.text,
       location: r.headers.location as string | undefined,
-      contentType: r.headers["content-type"] as string | undefined,
-      expires: r.headers["idempotency-expires"] as string | undefined,
+      contentType: r.headers['content-type'] as string | undefined,
+      expires: r.headers['idempotency-expires'] as string | undefined,
       orderId: r.status === 201 ? r.body.id : null,
     });
   }
@@ -204,91 +172,47 @@ function checkRound(
     const receipt = model.receipts.get(scopeOf(c))!;
     const r = responses[i];
     if (fieldsOf(c) === receipt.fields) {
-      must(
-        r.status === receipt.status,
-        fail(i, `replay: expected status ${receipt.status}`),
-      );
-      must(
-        replayed(r) === "true",
-        fail(i, "replay: expected Idempotent-Replayed: true"),
-      );
-      must(
-        r.text === receipt.text,
-        fail(i, `replay: expected the stored body ${receipt.text}`),
-      );
-      must(
-        r.headers.location === receipt.location,
-        fail(i, `replay: expected Location ${receipt.location}`),
-      );
-      must(
-        r.headers["content-type"] === receipt.contentType,
-        fail(i, `replay: expected Content-Type ${receipt.contentType}`),
-      );
-      must(
-        r.headers["idempotency-expires"] === receipt.expires,
-        fail(i, `replay: expected Idempotency-Expires ${receipt.expires}`),
-      );
+      must(r.status === receipt.status, fail(i, `replay: expected status ${receipt.status}`));
+      must(replayed(r) === 'true', fail(i, 'replay: expected Idempotent-Replayed: true'));
+      must(r.text === receipt.text, fail(i, `replay: expected the stored body ${receipt.text}`));
+      must(r.headers.location === receipt.location, fail(i, `replay: expected Location ${receipt.location}`));
+      must(r.headers['content-type'] === receipt.contentType, fail(i, `replay: expected Content-Type ${receipt.contentType}`));
+      must(r.headers['idempotency-expires'] === receipt.expires, fail(i, `replay: expected Idempotency-Expires ${receipt.expires}`));
     } else {
-      must(r.status === 422, fail(i, "same key, other fields: expected 422"));
-      must(
-        r.body?.type === "/problems/idempotency-key-reused",
-        fail(i, "expected type /problems/idempotency-key-reused"),
-      );
-      must(
-        replayed(r) === undefined && r.headers.location === undefined,
-        fail(i, "422 must not look like a replay"),
-      );
+      must(r.status === 422, fail(i, 'same key, other fields: expected 422'));
+      must(r.body?.type === '/problems/idempotency-key-reused', fail(i, 'expected type /problems/idempotency-key-reused'));
+      must(replayed(r) === undefined && r.headers.location === undefined, fail(i, '422 must not look like a replay'));
     }
   });
 
   function expectCreated(i: number) {
     const c = round[i];
     const r = responses[i];
-    must(r.status === 201, fail(i, "expected a new order (201)"));
-    must(
-      isUuid(r.body?.id) && !model.orders.has(r.body.id),
-      fail(i, "expected a new order id"),
-    );
-    must(
-      r.headers.location === `/v1/orders/${r.body.id}`,
-      fail(i, "expected Location /v1/orders/{id}"),
-    );
-    must(
-      typeof r.headers["idempotency-expires"] === "string",
-      fail(i, "expected Idempotency-Expires"),
-    );
+    must(r.status === 201, fail(i, 'expected a new order (201)'));
+    must(isUuid(r.body?.id) && !model.orders.has(r.body.id), fail(i, 'expected a new order id'));
+    must(r.headers.location === `/v1/orders/${r.body.id}`, fail(i, 'expected Location /v1/orders/{id}'));
+    must(typeof r.headers['idempotency-expires'] === 'string', fail(i, 'expected Idempotency-Expires'));
     const expected = {
       sku: c.sku,
       quantity: c.quantity,
       customerRef: c.customerRef ?? null,
-      status: "placed",
+      status: 'placed',
     };
     must(
-      Object.entries(expected).every(([k, v]) => r.body[k] === v) &&
-        r.body.cancelledAt === null,
+      Object.entries(expected).every(([k, v]) => r.body[k] === v) && r.body.cancelledAt === null,
       fail(i, `expected an order ${JSON.stringify(expected)}`),
     );
     model.orders.set(r.body.id, { tenant: c.tenant, body: r.body });
-    if (c.customerRef != null)
-      model.refs.set(`${c.tenant}|${c.customerRef}`, r.body.id);
+    if (c.customerRef != null) model.refs.set(`${c.tenant}|${c.customerRef}`, r.body.id);
   }
 
   function expectRefTaken(i: number, holder: string) {
     const r = responses[i];
-    must(
-      r.status === 409,
-      fail(i, `customerRef held by ${holder}: expected 409`),
-    );
-    must(
-      r.body?.type === "/problems/customer-ref-already-used",
-      fail(i, "expected type /problems/customer-ref-already-used"),
-    );
+    must(r.status === 409, fail(i, `customerRef held by ${holder}: expected 409`));
+    must(r.body?.type === '/problems/customer-ref-already-used', fail(i, 'expected type /problems/customer-ref-already-used'));
     must(r.body.orderId === holder, fail(i, `expected orderId ${holder}`));
-    must(r.headers.location === undefined, fail(i, "a 409 has no Location"));
-    must(
-      String(r.headers["content-type"]).startsWith("application/problem+json"),
-      fail(i, "expected problem+json"),
-    );
+    must(r.headers.location === undefined, fail(i, 'a 409 has no Location'));
+    must(String(r.headers['content-type']).startsWith('application/problem+json'), fail(i, 'expected problem+json'));
   }
 }
 
@@ -296,12 +220,12 @@ function checkRound(
 // The properties
 // ---------------------------------------------------------------------------------------------
 
-describe("idempotent order creation matches a model", () => {
+describe('idempotent order creation matches a model', () => {
   let api: RunningApp;
   const db = new OrdersDb();
 
   beforeAll(async () => {
-    api = await startApp("command-api", { DATABASE_POOL_SIZE: "20" });
+    api = await startApp('command-api', { DATABASE_POOL_SIZE: '20' });
   });
   afterAll(async () => {
     await api?.stop();
@@ -324,24 +248,14 @@ describe("idempotent order creation matches a model", () => {
     };
   }
 
-  async function play(
-    model: Model,
-    clients: ApiClientSession[],
-    round: Command[],
-  ): Promise<HttpResult[]> {
-    const responses = await Promise.all(
-      round.map((c) => clients[c.tenant].createOrder(c.key, bodyOf(c))),
-    );
+  async function play(model: Model, clients: ApiClientSession[], round: Command[]): Promise<HttpResult[]> {
+    const responses = await Promise.all(round.map((c) => clients[c.tenant].createOrder(c.key, bodyOf(c))));
     checkRound(model, round, responses);
     return responses;
   }
 
   /** What the database and the read endpoints hold agrees with the model. */
-  async function checkStore(
-    model: Model,
-    tenants: { tenantId: string }[],
-    clients: ApiClientSession[],
-  ) {
+  async function checkStore(model: Model, tenants: { tenantId: string }[], clients: ApiClientSession[]) {
     for (const [t, { tenantId }] of tenants.entries()) {
       const orders = model.ordersOf(t).length;
       expect(await db.counts(tenantId)).toEqual({
@@ -357,10 +271,8 @@ describe("idempotent order creation matches a model", () => {
         });
       }
       for (const [scope, receipt] of model.scopesOf(t)) {
-        const key = scope.split("|")[1];
-        const view = await clients[t].get(
-          `/v1/idempotency-receipts/orders.create/${key}`,
-        );
+        const key = scope.split('|')[1];
+        const view = await clients[t].get(`/v1/idempotency-receipts/orders.create/${key}`);
         expect({
           status: view.status,
           responseStatus: view.body?.responseStatus,
@@ -368,16 +280,13 @@ describe("idempotent order creation matches a model", () => {
         }).toEqual({
           status: 200,
           responseStatus: receipt.status,
-          effect:
-            receipt.orderId === null
-              ? null
-              : { type: "order", id: receipt.orderId },
+          effect: receipt.orderId === null ? null : { type: 'order', id: receipt.orderId },
         });
       }
     }
   }
 
-  it("random concurrent rounds: one execution per scope, every other answer a replay of it or a 422", async () => {
+  it('random concurrent rounds: one execution per scope, every other answer a replay of it or a 422', async () => {
     await fc.assert(
       fc.asyncProperty(rounds, async (rounds) => {
         const { tenants, clients } = await twoTenants();
@@ -389,7 +298,7 @@ describe("idempotent order creation matches a model", () => {
     );
   }, 180_000);
 
-  it("two tenants sending the same keys and bodies never see each other’s orders", async () => {
+  it('two tenants sending the same keys and bodies never see each other’s orders', async () => {
     await fc.assert(
       fc.asyncProperty(mirroredRounds, async (rounds) => {
         const { tenants, clients } = await twoTenants();
@@ -397,17 +306,15 @@ describe("idempotent order creation matches a model", () => {
         const seen: Set<string>[] = [new Set(), new Set()];
         for (const commands of rounds) {
           // Each command as both tenants, all at once: same key, same body, different credential.
-          const round = commands.flatMap((c) =>
-            [0, 1].map((tenant) => ({ ...c, tenant })),
-          );
+          const round = commands.flatMap((c) => [0, 1].map((tenant) => ({ ...c, tenant })));
           const responses = await play(model, clients, round);
           round.forEach((c, i) => {
             const { body, headers } = responses[i];
             for (const id of [
               body?.id,
               body?.orderId,
-              String(headers.location ?? "")
-                .split("/")
+              String(headers.location ?? '')
+                .split('/')
                 .pop(),
             ]) {
               if (id) seen[c.tenant].add(id);
@@ -417,13 +324,8 @@ describe("idempotent order creation matches a model", () => {
         await checkStore(model, tenants, clients);
         for (const t of [0, 1]) {
           // Every id a tenant was shown is one of its own orders; none is readable with the other credential.
-          expect(
-            [...seen[t]].filter((id) => model.orders.get(id)?.tenant !== t),
-          ).toEqual([]);
-          for (const [id] of model.ordersOf(t))
-            expect((await clients[1 - t].get(`/v1/orders/${id}`)).status).toBe(
-              404,
-            );
+          expect([...seen[t]].filter((id) => model.orders.get(id)?.tenant !== t)).toEqual([]);
+          for (const [id] of model.ordersOf(t)) expect((await clients[1 - t].get(`/v1/orders/${id}`)).status).toBe(404);
         }
         expect([...seen[0]].filter((id) => seen[1].has(id))).toEqual([]);
       }),

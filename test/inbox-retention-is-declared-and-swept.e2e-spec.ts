@@ -19,7 +19,11 @@ describe('inbox retention', () => {
 
     const app = await startApp('fulfillment', { INBOX_RETENTION_SECONDS: '3600', INBOX_SWEEP_INTERVAL_SECONDS: '1' });
     try {
-      await db.until(() => db.inbox(old[0]), (rows) => rows.length === 0, 15_000);
+      await db.until(
+        () => db.inbox(old[0]),
+        (rows) => rows.length === 0,
+        15_000,
+      );
       for (const id of old) expect(await db.inbox(id)).toEqual([]);
       expect(await db.inbox(recent)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
       const { rows } = await db.pool.query(`SELECT retention_seconds FROM inbox_consumers WHERE consumer = 'fulfillment'`);

@@ -31,7 +31,12 @@ const cancelled = (tenantId: string, orderId: string, messageId = randomUUID()):
 });
 
 /** An event type fulfillment skips: behind everything else of its key, so its inbox row says the key is done. */
-const sentinel = (tenantId: string, orderId: string): OrderEventInput => ({ type: 'OrderGiftWrapped', tenantId, key: orderId, payload: { orderId, tenantId } });
+const sentinel = (tenantId: string, orderId: string): OrderEventInput => ({
+  type: 'OrderGiftWrapped',
+  tenantId,
+  key: orderId,
+  payload: { orderId, tenantId },
+});
 
 /** fast-check settings; FC_SEED and FC_PATH replay a reported failure. */
 const settings = <T>(numRuns: number): fc.Parameters<T> => ({
@@ -52,7 +57,12 @@ describe('late events and re-drives never resurrect a cancelled order in fulfill
   let app: RunningApp;
 
   const outcome = async (messageId: string) => (await db.inbox(messageId))[0]?.outcome;
-  const applied = (messageId: string) => db.until(() => outcome(messageId), (found) => found === 'applied', 60_000);
+  const applied = (messageId: string) =>
+    db.until(
+      () => outcome(messageId),
+      (found) => found === 'applied',
+      60_000,
+    );
 
   beforeAll(async () => {
     await ensureServiceTopics(kafka);
@@ -62,7 +72,11 @@ describe('late events and re-drives never resurrect a cancelled order in fulfill
     app = await startApp('fulfillment', FAST);
     // Caught up: the group has joined and is consuming.
     const marker = await produceOrderEvent(producer, placed(`t-sync-${randomUUID().slice(0, 8)}`, randomUUID()));
-    await db.until(() => db.inbox(marker), (rows) => rows.length === 1, 90_000);
+    await db.until(
+      () => db.inbox(marker),
+      (rows) => rows.length === 1,
+      90_000,
+    );
   }, 120_000);
   afterAll(async () => {
     await app?.stop();
@@ -91,7 +105,11 @@ describe('late events and re-drives never resurrect a cancelled order in fulfill
     let placedId: string;
     try {
       placedId = await produceOrderEvent(producer, placed(tenantId, orderId));
-      await db.until(() => outcome(placedId), (found) => found === 'dead-lettered', 60_000);
+      await db.until(
+        () => outcome(placedId),
+        (found) => found === 'dead-lettered',
+        60_000,
+      );
       expect(await db.deadLetters(placedId)).toEqual([expect.objectContaining({ consumer: 'fulfillment', attempts: 3 })]);
     } finally {
       await db.pool.query(`ALTER TABLE shipments DROP CONSTRAINT IF EXISTS ${refusal}`);
@@ -131,13 +149,26 @@ describe('late events and re-drives never resurrect a cancelled order in fulfill
         const ids = orders.map(() => ({ orderId: randomUUID(), placedId: randomUUID(), cancelledId: randomUUID() }));
         for (const { order, type } of sequence) {
           const { orderId, placedId, cancelledId } = ids[order];
-          await produceOrderEvent(producer, type === OrderEventTypes.placed ? placed(tenantId, orderId, placedId) : cancelled(tenantId, orderId, cancelledId));
+          await produceOrderEvent(
+            producer,
+            type === OrderEventTypes.placed ? placed(tenantId, orderId, placedId) : cancelled(tenantId, orderId, cancelledId),
+          );
         }
         const done = await Promise.all(ids.map(({ orderId }) => produceOrderEvent(producer, sentinel(tenantId, orderId))));
-        await Promise.all(done.map((id) => db.until(() => outcome(id), (found) => found === 'skipped', 60_000)));
+        await Promise.all(
+          done.map((id) =>
+            db.until(
+              () => outcome(id),
+              (found) => found === 'skipped',
+              60_000,
+            ),
+          ),
+        );
 
         const expected = orders.flatMap(({ placedCopies, cancelledCopies }, i) =>
-          placedCopies ? [{ order_id: ids[i].orderId, status: cancelledCopies ? 'cancelled' : 'pending', message_id: ids[i].placedId, quantity: 2 }] : [],
+          placedCopies
+            ? [{ order_id: ids[i].orderId, status: cancelledCopies ? 'cancelled' : 'pending', message_id: ids[i].placedId, quantity: 2 }]
+            : [],
         );
         const byOrder = (a: { order_id: string }, b: { order_id: string }) => a.order_id.localeCompare(b.order_id);
         expect((await db.shipments(tenantId)).sort(byOrder)).toEqual(expected.sort(byOrder));

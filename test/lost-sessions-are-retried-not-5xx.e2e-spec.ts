@@ -26,10 +26,8 @@ describe('a database session lost under a request', () => {
 
   /** Terminates every session the command API has open now; how many it ended. */
   async function terminateApiSessions(): Promise<number> {
-    const { rows } = await observer.query<{ n: number }>(
-      /* sql */ `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
-       FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'command-api'`,
-    );
+    const { rows } = await observer.query<{ n: number }>(/* sql */ `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
+       FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'command-api'`);
     return rows[0].n;
   }
 
@@ -51,13 +49,16 @@ describe('a database session lost under a request', () => {
           const keys = Array.from({ length: creates }, () => `k-${randomUUID()}`);
           const cancelKey = `c-${randomUUID()}`;
           const requests: Promise<[string, HttpResult]>[] = [
-            ...keys.map(async (key, i) => [key, await client.createOrder(key, { sku: `SKU-${i}`, quantity: 1 + (i % 5) })] as [string, HttpResult]),
-            ...[0, 1, 2].map(async () => [cancelKey, await client.cancelOrder(orderId, cancelKey, { reason: 'lost sessions' })] as [string, HttpResult]),
+            ...keys.map(
+              async (key, i) => [key, await client.createOrder(key, { sku: `SKU-${i}`, quantity: 1 + (i % 5) })] as [string, HttpResult],
+            ),
+            ...[0, 1, 2].map(
+              async () => [cancelKey, await client.cancelOrder(orderId, cancelKey, { reason: 'lost sessions' })] as [string, HttpResult],
+            ),
             ...[0, 1, 2].map(async () => ['read', await client.get(`/v1/orders/${orderId}`)] as [string, HttpResult]),
           ];
           const faults = faultAt.map(
-            (ms) =>
-              new Promise<number>((resolve, reject) => setTimeout(() => terminateApiSessions().then(resolve, reject), ms)),
+            (ms) => new Promise<number>((resolve, reject) => setTimeout(() => terminateApiSessions().then(resolve, reject), ms)),
           );
           const answers = await Promise.all(requests);
           const ended = (await Promise.all(faults)).reduce((a, b) => a + b, 0);

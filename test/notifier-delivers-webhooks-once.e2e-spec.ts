@@ -101,7 +101,11 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     });
     // The group has joined and its partitions are assigned once this marker is delivered.
     const marker = await produce(producer, orderPlaced(tenant()));
-    await db.until(() => db.delivery(marker.messageId), (rows) => rows[0]?.state === 'delivered', 60_000);
+    await db.until(
+      () => db.delivery(marker.messageId),
+      (rows) => rows[0]?.state === 'delivered',
+      60_000,
+    );
   }, 90_000);
 
   afterAll(async () => {
@@ -131,8 +135,14 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     }
 
     // Six copies: one applied, five duplicates.
-    await db.until(() => metric('notifier_messages_total', 'outcome="duplicate"'), (n) => n >= duplicatesBefore + 5);
-    await db.until(() => db.delivery(event.messageId), (rows) => rows[0]?.state === 'delivered');
+    await db.until(
+      () => metric('notifier_messages_total', 'outcome="duplicate"'),
+      (n) => n >= duplicatesBefore + 5,
+    );
+    await db.until(
+      () => db.delivery(event.messageId),
+      (rows) => rows[0]?.state === 'delivered',
+    );
     const requests = receiver.forTenant(tenantId);
     expect(requests).toHaveLength(1);
     const [request] = requests;
@@ -144,7 +154,14 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     expect(verified(request)).toEqual({ type: 'order.placed', timestamp: '2026-12-04T10:00:00.000Z', data: event.payload });
 
     expect(await db.deliveries(tenantId)).toEqual([
-      expect.objectContaining({ message_id: event.messageId, order_id: event.key, url: receiver.url, state: 'delivered', status_code: 200, attempts: 1 }),
+      expect.objectContaining({
+        message_id: event.messageId,
+        order_id: event.key,
+        url: receiver.url,
+        state: 'delivered',
+        status_code: 200,
+        attempts: 1,
+      }),
     ]);
     expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'notifier', outcome: 'applied' }]);
   });
@@ -157,7 +174,10 @@ describe('the notifier delivers each order event as a signed webhook, once per m
 
     await produce(producer, event);
 
-    const [delivery] = await db.until(() => db.delivery(event.messageId), (rows) => rows[0]?.state === 'delivered');
+    const [delivery] = await db.until(
+      () => db.delivery(event.messageId),
+      (rows) => rows[0]?.state === 'delivered',
+    );
     expect(delivery).toMatchObject({ tenant_id: tenantId, order_id: event.key, status_code: 200, attempts: 3 });
     const requests = receiver.forTenant(tenantId);
     expect(requests.map((r) => [r.headers['webhook-id'], r.status])).toEqual([
@@ -176,7 +196,10 @@ describe('the notifier delivers each order event as a signed webhook, once per m
 
     await produce(producer, event);
 
-    const [delivery] = await db.until(() => db.delivery(event.messageId), (rows) => rows[0]?.state === 'delivered');
+    const [delivery] = await db.until(
+      () => db.delivery(event.messageId),
+      (rows) => rows[0]?.state === 'delivered',
+    );
     expect(delivery).toMatchObject({ status_code: 200, attempts: 2 });
     // The receiver got (and would have applied) both: only its dedupe by webhook-id makes this one effect.
     expect(receiver.forTenant(tenantId).map((r) => r.headers['webhook-id'])).toEqual([event.messageId, event.messageId]);
@@ -193,7 +216,10 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     await produce(producer, placed);
     await produce(producer, cancelled);
 
-    await db.until(() => db.deliveries(tenantId), (rows) => rows.length === 2 && rows.every((r) => r.state === 'delivered'));
+    await db.until(
+      () => db.deliveries(tenantId),
+      (rows) => rows.length === 2 && rows.every((r) => r.state === 'delivered'),
+    );
     const requests = receiver.forTenant(tenantId);
     expect(requests.map((r) => [r.body.type, r.status])).toEqual([
       ['order.placed', 500],
@@ -215,7 +241,10 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     await produce(producer, refused);
     await produce(producer, behind);
 
-    await db.until(() => db.deliveries(tenantId), (rows) => rows.length === 2 && rows.every((r) => r.state !== 'pending'));
+    await db.until(
+      () => db.deliveries(tenantId),
+      (rows) => rows.length === 2 && rows.every((r) => r.state !== 'pending'),
+    );
     expect(await db.delivery(refused.messageId)).toEqual([
       expect.objectContaining({ state: 'dead', attempts: 1, status_code: 400, last_error: 'receiver answered 400; not retried' }),
     ]);
@@ -235,9 +264,16 @@ describe('the notifier delivers each order event as a signed webhook, once per m
 
     await produce(producer, event);
 
-    const [dead] = await db.until(() => db.delivery(event.messageId), (rows) => rows[0]?.state === 'dead');
+    const [dead] = await db.until(
+      () => db.delivery(event.messageId),
+      (rows) => rows[0]?.state === 'dead',
+    );
     // The schedule has 3 waits: 4 attempts in all.
-    expect(dead).toMatchObject({ attempts: 4, status_code: 502, last_error: 'retry schedule spent after 4 attempts; last: receiver answered 502' });
+    expect(dead).toMatchObject({
+      attempts: 4,
+      status_code: 502,
+      last_error: 'retry schedule spent after 4 attempts; last: receiver answered 502',
+    });
     expect(receiver.forTenant(tenantId)).toHaveLength(4);
   });
 
@@ -252,7 +288,10 @@ describe('the notifier delivers each order event as a signed webhook, once per m
       [messageId, tenantId, orderId, body],
     );
 
-    const [delivered] = await db.until(() => db.delivery(messageId), (rows) => rows[0]?.state === 'delivered');
+    const [delivered] = await db.until(
+      () => db.delivery(messageId),
+      (rows) => rows[0]?.state === 'delivered',
+    );
     expect(delivered).toMatchObject({ url: receiver.url, attempts: 1, status_code: 200 });
     expect(receiver.forTenant(tenantId).map((r) => [r.headers['webhook-id'], r.raw])).toEqual([[messageId, body]]);
   });
@@ -267,13 +306,21 @@ describe('the notifier delivers each order event as a signed webhook, once per m
         {
           key: event.key,
           value: JSON.stringify(event.payload),
-          headers: { [Headers.messageId]: event.messageId, [Headers.eventType]: event.type, [Headers.eventVersion]: '2', [Headers.tenantId]: tenantId },
+          headers: {
+            [Headers.messageId]: event.messageId,
+            [Headers.eventType]: event.type,
+            [Headers.eventVersion]: '2',
+            [Headers.tenantId]: tenantId,
+          },
         },
       ],
     });
     expect(meta.errorCode).toBe(0);
 
-    await db.until(() => db.inbox(event.messageId), (rows) => rows.length === 1);
+    await db.until(
+      () => db.inbox(event.messageId),
+      (rows) => rows.length === 1,
+    );
     expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'notifier', outcome: 'skipped' }]);
     expect(receiver.forTenant(tenantId)).toEqual([]);
     expect(await db.deliveries(tenantId)).toEqual([]);

@@ -80,8 +80,7 @@ describe('observability', () => {
         sample(text, 'idempotency_requests_total', { operation, outcome }),
       ]),
     );
-  const completed = (requestId: string) => (line: Record<string, any>) =>
-    line.requestId === requestId && line.msg === 'request completed';
+  const completed = (requestId: string) => (line: Record<string, any>) => line.requestId === requestId && line.msg === 'request completed';
 
   it('every app serves /metrics in Prometheus text format, unauthenticated, with process metrics and its own, outside its OpenAPI document', async () => {
     for (const [name, metrics] of Object.entries(KEY_METRICS)) {
@@ -186,8 +185,16 @@ describe('observability', () => {
     const { messageIds } = await logLine(api(), (line) => line.tenant === tenantId && line.idempotencyOutcome === 'created');
     const [messageId] = messageIds;
 
-    await fulfillmentDb.until(() => fulfillmentDb.inbox(messageId), (rows) => rows.length === 1, 90_000);
-    await notifierDb.until(() => notifierDb.delivery(messageId), (rows) => rows.length === 1, 90_000);
+    await fulfillmentDb.until(
+      () => fulfillmentDb.inbox(messageId),
+      (rows) => rows.length === 1,
+      90_000,
+    );
+    await notifierDb.until(
+      () => notifierDb.delivery(messageId),
+      (rows) => rows.length === 1,
+      90_000,
+    );
     for (const consumer of ['fulfillment', 'notifier']) {
       const processed = await logLine(apps[consumer], (line) => line.messageId === messageId && line.msg === 'message processed');
       expect(processed).toMatchObject({

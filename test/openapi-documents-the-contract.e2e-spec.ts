@@ -5,7 +5,13 @@ const PROBLEM_JSON = 'application/problem+json';
 const REQUEST_ID = 'X-Request-Id';
 
 const REPLAY = ['Idempotency-Expires', 'Idempotent-Replayed'];
-const AUTHENTICATED = { 401: ['WWW-Authenticate'], 403: [], 429: ['Retry-After', 'RateLimit-Policy', 'RateLimit'], 500: [], 503: ['Retry-After'] };
+const AUTHENTICATED = {
+  401: ['WWW-Authenticate'],
+  403: [],
+  429: ['Retry-After', 'RateLimit-Policy', 'RateLimit'],
+  500: [],
+  503: ['Retry-After'],
+};
 const COMMAND = { ...AUTHENTICATED, 400: [], 413: [], 415: [], 422: [] };
 
 /**
@@ -22,7 +28,10 @@ const CONTRACT: Record<string, Record<number, string[]>> = {
   'get /health/ready': { 200: [], 503: ['Retry-After'] },
 };
 
-type Responses = Record<string, { description: string; headers?: Record<string, unknown>; content?: Record<string, { schema: { $ref?: string } }> }>;
+type Responses = Record<
+  string,
+  { description: string; headers?: Record<string, unknown>; content?: Record<string, { schema: { $ref?: string } }> }
+>;
 
 /**
  * The OpenAPI document upstream services generate clients from (served by the running app at
@@ -116,7 +125,12 @@ describe('the OpenAPI document of the command API', () => {
 
     expect(create.parameters).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: true, schema: expect.objectContaining({ type: 'string' }) }),
+        expect.objectContaining({
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: true,
+          schema: expect.objectContaining({ type: 'string' }),
+        }),
       ]),
     );
     const key = create.parameters.find((p: { name: string }) => p.name === 'Idempotency-Key');
@@ -184,7 +198,11 @@ describe('the OpenAPI document of the command API', () => {
       expect(ids).toEqual([
         expect.objectContaining({
           required: true,
-          schema: { type: 'string', format: 'uuid', pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$' },
+          schema: {
+            type: 'string',
+            format: 'uuid',
+            pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$',
+          },
           description: expect.stringMatching(/any letter case.*same order.*same request.*lower case/s),
         }),
       ]);

@@ -13,7 +13,13 @@ const refusedTenant = tenantName();
 /** Refusals: [name, args, env, exit code, what the single stderr line says]. */
 const refusals: [string, string[], Record<string, string>, number, RegExp][] = [
   ['clients:create without --tenant', ['clients:create', '--json'], {}, 2, /--tenant/],
-  ['clients:create with an unknown operation', ['clients:create', '--tenant', refusedTenant, '--operations', 'orders.create,orders.delete'], {}, 2, /orders\.delete/],
+  [
+    'clients:create with an unknown operation',
+    ['clients:create', '--tenant', refusedTenant, '--operations', 'orders.create,orders.delete'],
+    {},
+    2,
+    /orders\.delete/,
+  ],
   ['clients:create with a bad --tenant', ['clients:create', '--tenant', 'acme corp!', '--json'], {}, 2, /--tenant/],
   ['clients:revoke of a non-UUID', ['clients:revoke', 'client-1'], {}, 2, /UUID/],
   ['clients:revoke of an unknown UUID', ['clients:revoke', '00000000-0000-4000-8000-000000000000'], {}, 1, /no client/],
@@ -113,7 +119,11 @@ describe('the ops CLI manages API clients and sweeps receipts', () => {
     }
     const byId = Object.fromEntries(listed.map((entry: { clientId: string }) => [entry.clientId, entry]));
     expect(byId[created.clientId]).toMatchObject({ tenant, operations: ['orders.create', 'orders.cancel'], revokedAt: revoked.revokedAt });
-    expect(byId[sibling.clientId]).toMatchObject({ tenant, operations: ['orders.create', 'orders.cancel', 'orders.read'], revokedAt: null });
+    expect(byId[sibling.clientId]).toMatchObject({
+      tenant,
+      operations: ['orders.create', 'orders.cancel', 'orders.read'],
+      revokedAt: null,
+    });
     const listing = JSON.stringify(listed);
     for (const secret of [created.apiKey, sibling.apiKey, ...rows.map((row) => row.sha)]) expect(listing).not.toContain(secret);
   });
@@ -138,10 +148,9 @@ describe('the ops CLI manages API clients and sweeps receipts', () => {
     // At least ours: other suites' expired receipts in orders_test go too.
     expect(result.deleted).toBeGreaterThanOrEqual(sweep.expired.length);
 
-    const { rows } = await db.pool.query(
-      'SELECT idempotency_key FROM idempotency_receipts WHERE tenant_id = $1 ORDER BY idempotency_key',
-      [sweep.tenant],
-    );
+    const { rows } = await db.pool.query('SELECT idempotency_key FROM idempotency_receipts WHERE tenant_id = $1 ORDER BY idempotency_key', [
+      sweep.tenant,
+    ]);
     expect(rows.map((row) => row.idempotency_key)).toEqual(sweep.current);
   });
 });

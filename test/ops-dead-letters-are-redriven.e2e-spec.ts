@@ -72,11 +72,20 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     db.pool.query(`ALTER TABLE webhook_deliveries ADD CONSTRAINT ${constraint} CHECK (order_id <> '${event.orderId}'::uuid) NOT VALID`);
   const acceptTheOrder = () => db.pool.query(`ALTER TABLE webhook_deliveries DROP CONSTRAINT IF EXISTS ${constraint}`);
   const deadLetter = async (messageId: string) =>
-    (await db.pool.query('SELECT error, attempts, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', ['notifier', messageId])).rows;
+    (
+      await db.pool.query('SELECT error, attempts, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', [
+        'notifier',
+        messageId,
+      ])
+    ).rows;
   const listed = async (...flags: string[]) =>
-    (json(await ops(['dlq:list', '--consumer', 'notifier', '--json', ...flags])) as { messageId: string; hasMessageId: boolean; redrivenAt: string | null }[]).filter(
-      (row) => mine.has(row.messageId),
-    );
+    (
+      json(await ops(['dlq:list', '--consumer', 'notifier', '--json', ...flags])) as {
+        messageId: string;
+        hasMessageId: boolean;
+        redrivenAt: string | null;
+      }[]
+    ).filter((row) => mine.has(row.messageId));
 
   beforeAll(async () => {
     await ensureServiceTopics(kafka);
@@ -94,7 +103,11 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     // Caught up: the group has joined and consumed whatever earlier runs left on the topic.
     const marker = orderPlaced();
     await produce(producer, marker);
-    await db.until(() => db.delivery(marker.messageId), (rows) => rows[0]?.state === 'delivered', 90_000);
+    await db.until(
+      () => db.delivery(marker.messageId),
+      (rows) => rows[0]?.state === 'delivered',
+      90_000,
+    );
   }, 120_000);
 
   afterAll(async () => {
@@ -112,7 +125,10 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     await refuseTheOrder();
     const at = await produce(producer, event);
 
-    await db.until(() => deadLetter(event.messageId), (rows) => rows.length === 1);
+    await db.until(
+      () => deadLetter(event.messageId),
+      (rows) => rows.length === 1,
+    );
     expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'notifier', outcome: 'dead-lettered' }]);
 
     const [row] = await listed('--since', since);
@@ -137,7 +153,9 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     expect(dry).toEqual({
       redriveId: null,
       dryRun: true,
-      selected: [{ consumer: 'notifier', messageId: event.messageId, eventType: 'OrderPlaced', topic: Topics.orderEvents, redrivenAt: null }],
+      selected: [
+        { consumer: 'notifier', messageId: event.messageId, eventType: 'OrderPlaced', topic: Topics.orderEvents, redrivenAt: null },
+      ],
       skipped: [],
     });
 
@@ -156,12 +174,25 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     expect(first).toEqual({
       redriveId: expect.stringMatching(CANONICAL_UUID_PATTERN),
       dryRun: false,
-      selected: [{ consumer: 'notifier', messageId: event.messageId, eventType: 'OrderPlaced', topic: Topics.orderEvents, redrivenAt: expect.any(String) }],
+      selected: [
+        {
+          consumer: 'notifier',
+          messageId: event.messageId,
+          eventType: 'OrderPlaced',
+          topic: Topics.orderEvents,
+          redrivenAt: expect.any(String),
+        },
+      ],
       skipped: [],
     });
 
     const lastDeadLettered = async () =>
-      (await db.pool.query('SELECT dead_lettered_at, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', ['notifier', event.messageId])).rows;
+      (
+        await db.pool.query('SELECT dead_lettered_at, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', [
+          'notifier',
+          event.messageId,
+        ])
+      ).rows;
     const before = (await lastDeadLettered())[0].dead_lettered_at as Date;
     const [again] = await db.until(lastDeadLettered, (rows) => rows[0]?.dead_lettered_at > before && rows[0]?.redriven_at === null);
     expect(again.redriven_at).toBeNull();
@@ -176,9 +207,16 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     try {
       const run = await ops(['dlq:redrive', event.messageId]);
       expect(run.status).toBe(0);
-      expect(run.stdout).toMatch(new RegExp(`^Re-drove 1 dead letter\\(s\\) \\(redrive-id [0-9a-f-]{36}\\):\\n  notifier  ${event.messageId}  -> ${Topics.orderEvents}\\n$`));
+      expect(run.stdout).toMatch(
+        new RegExp(
+          `^Re-drove 1 dead letter\\(s\\) \\(redrive-id [0-9a-f-]{36}\\):\\n  notifier  ${event.messageId}  -> ${Topics.orderEvents}\\n$`,
+        ),
+      );
 
-      const [delivery] = await db.until(() => db.delivery(event.messageId), (rows) => rows[0]?.state === 'delivered');
+      const [delivery] = await db.until(
+        () => db.delivery(event.messageId),
+        (rows) => rows[0]?.state === 'delivered',
+      );
       expect(delivery).toMatchObject({ tenant_id: tenantId, order_id: event.orderId, status_code: 200, attempts: 1 });
       expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'notifier', outcome: 'applied' }]);
 
@@ -200,10 +238,14 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
 
     const second = await ops(['dlq:redrive', event.messageId, '--json']);
     expect({ status: second.status, stdout: second.stdout }).toEqual({ status: 1, stdout: '' });
-    expect(oneLine(second)).toMatch(new RegExp(`^ops: refused, nothing re-driven: ${event.messageId} \\(notifier\\): already re-driven at `));
+    expect(oneLine(second)).toMatch(
+      new RegExp(`^ops: refused, nothing re-driven: ${event.messageId} \\(notifier\\): already re-driven at `),
+    );
 
     expect(await listed()).toEqual([]);
-    expect(await listed('--include-redriven')).toEqual([expect.objectContaining({ messageId: event.messageId, redrivenAt: expect.any(String) })]);
+    expect(await listed('--include-redriven')).toEqual([
+      expect.objectContaining({ messageId: event.messageId, redrivenAt: expect.any(String) }),
+    ]);
     // One webhook, after the one re-drive that could be recorded.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(requests().map((r) => [r.headers['webhook-id'], r.status])).toEqual([[event.messageId, 200]]);
@@ -215,7 +257,12 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     const anonymous = orderPlaced();
     const at = await produce(producer, anonymous, { [Headers.eventType]: OrderEventTypes.placed, [Headers.tenantId]: tenantId });
     const [coordinates] = await db.until(
-      async () => (await db.pool.query('SELECT message_id, kafka_partition, kafka_offset FROM dead_letters WHERE message_key = $1', [anonymous.orderId])).rows,
+      async () =>
+        (
+          await db.pool.query('SELECT message_id, kafka_partition, kafka_offset FROM dead_letters WHERE message_key = $1', [
+            anonymous.orderId,
+          ])
+        ).rows,
       (rows) => rows.length === 1,
     );
     expect([coordinates.kafka_partition, coordinates.kafka_offset]).toEqual([at.partition, at.offset]);
@@ -226,7 +273,13 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     await db.pool.query(
       `INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type, headers, payload, error, attempts, dead_lettered_at)
        VALUES ('notifier', $1, $2, 0, 0, $3, 'OrderPlaced', $4, '{}', 'webhook answered 400; not retried', 1, $5)`,
-      [forgottenId, Topics.orderEvents, randomUUID(), { [Headers.messageId]: forgottenId, [Headers.occurredAt]: longAgo.toISOString() }, longAgo],
+      [
+        forgottenId,
+        Topics.orderEvents,
+        randomUUID(),
+        { [Headers.messageId]: forgottenId, [Headers.occurredAt]: longAgo.toISOString() },
+        longAgo,
+      ],
     );
 
     const [noId, tooOld, unknown, all] = await Promise.all([
@@ -249,7 +302,10 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
       ]),
     );
     expect(plan.selected.map((s: { messageId: string }) => s.messageId)).not.toContain(event.messageId);
-    expect((await listed()).find((row) => row.messageId === coordinates.message_id)).toMatchObject({ hasMessageId: false, redrivenAt: null });
+    expect((await listed()).find((row) => row.messageId === coordinates.message_id)).toMatchObject({
+      hasMessageId: false,
+      redrivenAt: null,
+    });
     expect((await deadLetter(forgottenId))[0].redriven_at).toBeNull();
   });
 });

@@ -29,7 +29,10 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
   async function outboxRows(purpose: string, rows: { published?: number; parked?: number; created?: number }[]): Promise<string[]> {
     const tenantId = tenant(purpose);
     tenants.push(tenantId);
-    const ids = await outbox.commit(tenantId, rows.map((_, i) => [`${purpose}-key-${i}`, i] as [string, number]));
+    const ids = await outbox.commit(
+      tenantId,
+      rows.map((_, i) => [`${purpose}-key-${i}`, i] as [string, number]),
+    );
     for (const [i, row] of rows.entries()) {
       await orders.pool.query(
         `UPDATE outbox_messages
@@ -66,7 +69,12 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
 
   it('outbox:status reports backlog, parked rows with their error, relay owners (stale ones marked) and the last publish', async () => {
     const startedAt = Date.now();
-    const [oldest, , parked] = await outboxRows('status', [{ created: 7200 }, { created: 60 }, { created: 3600, parked: 1800 }, { published: 1 }]);
+    const [oldest, , parked] = await outboxRows('status', [
+      { created: 7200 },
+      { created: 60 },
+      { created: 3600, parked: 1800 },
+      { published: 1 },
+    ]);
     const [live, stale] = [`h1-relay-live-${randomUUID().slice(0, 8)}`, `h1-relay-stale-${randomUUID().slice(0, 8)}`];
     relayIds.push(live, stale);
     // Relays of earlier suites were stopped (some with SIGKILL, which leaves their row with a recent
@@ -171,8 +179,12 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
     const shortRows = await insert(fulfillment.pool, short, [7200, 7300, 7400, 1800]);
     const longRows = await insert(notifier.pool, long, [3 * 3600, 4 * 3600, 5400]);
     const left = async () => ({
-      short: (await fulfillment.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [short])).rows.map((r) => r.message_id),
-      long: (await notifier.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [long])).rows.map((r) => r.message_id),
+      short: (
+        await fulfillment.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [short])
+      ).rows.map((r) => r.message_id),
+      long: (await notifier.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [long])).rows.map(
+        (r) => r.message_id,
+      ),
     });
 
     const dry = json(await ops(['inbox:sweep', '--dry-run', '--json']));
@@ -186,7 +198,10 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
     expect(await left()).toEqual({ short: shortRows, long: longRows });
 
     const one = json(await ops(['inbox:sweep', '--consumer', short, '--json']));
-    expect(one).toEqual({ dryRun: false, consumers: [{ database: 'fulfillment', consumer: short, retentionSeconds: 3600, eligible: 3, deleted: 3 }] });
+    expect(one).toEqual({
+      dryRun: false,
+      consumers: [{ database: 'fulfillment', consumer: short, retentionSeconds: 3600, eligible: 3, deleted: 3 }],
+    });
     expect(await left()).toEqual({ short: shortRows.slice(3), long: longRows });
 
     const every = await ops(['inbox:sweep']);
@@ -200,10 +215,18 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
 /** Bad usage: [name, args, what the single stderr line says]. Every one exits 2 and changes nothing. */
 const badUsage: [string, string[], RegExp][] = [
   ['outbox:status with an unknown flag', ['outbox:status', '--shard', '3'], /unknown option '--shard'/],
-  ['outbox:cleanup --older-than below a minute', ['outbox:cleanup', '--older-than', '10'], /--older-than must be an integer 60-31536000 seconds/],
+  [
+    'outbox:cleanup --older-than below a minute',
+    ['outbox:cleanup', '--older-than', '10'],
+    /--older-than must be an integer 60-31536000 seconds/,
+  ],
   ['outbox:cleanup --older-than not a number', ['outbox:cleanup', '--older-than', '7d'], /--older-than/],
   ['outbox:cleanup --batch-size 0', ['outbox:cleanup', '--batch-size', '0', '--json'], /--batch-size must be an integer 1-100000/],
-  ['inbox:sweep of an unknown consumer', ['inbox:sweep', '--consumer', 'no-such-consumer', '--json'], /unknown consumer "no-such-consumer" \(known: .+\)/],
+  [
+    'inbox:sweep of an unknown consumer',
+    ['inbox:sweep', '--consumer', 'no-such-consumer', '--json'],
+    /unknown consumer "no-such-consumer" \(known: .+\)/,
+  ],
   ['inbox:sweep sooner than the declared retention', ['inbox:sweep', '--older-than', '60'], /unknown option '--older-than'/],
   ['dlq:list --limit 0', ['dlq:list', '--limit', '0'], /--limit must be an integer 1-1000/],
   ['dlq:list --since not a time', ['dlq:list', '--since', 'yesterday'], /--since must be an ISO 8601 time/],
@@ -264,13 +287,16 @@ describe('ops refuses bad usage', () => {
     await Promise.all([orders.close(), fulfillment.close(), notifier.close()]);
   });
 
-  it.each(badUsage.map(([name, , message]) => [name, message] as const))('%s: exit 2, one line on stderr, nothing on stdout', async (name, message) => {
-    const run = await runs.get(name)!;
-    expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
-    const lines = run.stderr.split('\n').filter(Boolean);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(message);
-  });
+  it.each(badUsage.map(([name, , message]) => [name, message] as const))(
+    '%s: exit 2, one line on stderr, nothing on stdout',
+    async (name, message) => {
+      const run = await runs.get(name)!;
+      expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
+      const lines = run.stderr.split('\n').filter(Boolean);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(message);
+    },
+  );
 
   it('and none of them changed anything', async () => {
     expect(await state()).toEqual(before);

@@ -84,7 +84,15 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
     const t = tenant();
     const order = randomUUID();
     const delivered = await seed({ tenant: t, order, state: 'delivered', attempts: 1, ageSeconds: 900 });
-    const retrying = await seed({ tenant: t, order, state: 'pending', attempts: 2, statusCode: 503, lastError: 'HTTP 503', ageSeconds: 600 });
+    const retrying = await seed({
+      tenant: t,
+      order,
+      state: 'pending',
+      attempts: 2,
+      statusCode: 503,
+      lastError: 'HTTP 503',
+      ageSeconds: 600,
+    });
     const behind = await seed({ tenant: t, order, state: 'pending', eventType: 'OrderCancelled', ageSeconds: 300 });
     const dead = await seed({ tenant: t, state: 'dead', attempts: 8, statusCode: 500, lastError: 'retry schedule spent after 8 attempts' });
     const inFlight = await seed({ tenant: t, state: 'pending', attempts: 1, dueInSeconds: -5, leasedForSeconds: 35 });
@@ -119,7 +127,12 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
     });
     expect(byId[behind]).toMatchObject({ eventType: 'OrderCancelled', waitingBehind: retrying });
     expect(byId[inFlight]).toMatchObject({ state: 'pending', inFlight: true, leasedUntil: expect.any(String) });
-    expect(byId[dead]).toMatchObject({ state: 'dead', attempts: 8, lastError: 'retry schedule spent after 8 attempts', nextAttemptAt: null });
+    expect(byId[dead]).toMatchObject({
+      state: 'dead',
+      attempts: 8,
+      lastError: 'retry schedule spent after 8 attempts',
+      nextAttemptAt: null,
+    });
     expect(byId[delivered]).toMatchObject({ state: 'delivered', statusCode: 204, deliveredAt: expect.any(String) });
 
     // The summary counts every state of the selection, whatever --state and --limit show (the runs overlap: ages differ by a second).
@@ -133,9 +146,15 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
     expect(text.status).toBe(0);
     expect(text.stderr).toBe('');
     const lines = text.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(new RegExp(`^Webhook deliveries of tenant ${t}: 3 pending \\(1 in flight, the oldest recorded 1[01]m( \\d+s)? ago\\), 1 delivered, 1 dead$`));
+    expect(lines[0]).toMatch(
+      new RegExp(
+        `^Webhook deliveries of tenant ${t}: 3 pending \\(1 in flight, the oldest recorded 1[01]m( \\d+s)? ago\\), 1 delivered, 1 dead$`,
+      ),
+    );
     expect(lines).toHaveLength(6);
-    expect(lines.find((line) => line.includes(dead))).toMatch(/dead .* attempts 8 {2}dead \S+ {2}last HTTP 500 {2}retry schedule spent after 8 attempts$/);
+    expect(lines.find((line) => line.includes(dead))).toMatch(
+      /dead .* attempts 8 {2}dead \S+ {2}last HTTP 500 {2}retry schedule spent after 8 attempts$/,
+    );
     expect(lines.find((line) => line.includes(behind))).toContain(`(after ${retrying})`);
     expect(lines.find((line) => line.includes(inFlight))).toMatch(/in flight until /);
   });
@@ -156,7 +175,13 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
     });
     const [{ now }] = (await notifier.query(`SELECT now() AS now`)).rows;
     const [revived, hurried] = await rows([dead, waiting]);
-    expect(revived).toMatchObject({ state: 'pending', attempts: 0, dead_at: null, status_code: 500, last_error: 'retry schedule spent after 8 attempts' });
+    expect(revived).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+      dead_at: null,
+      status_code: 500,
+      last_error: 'retry schedule spent after 8 attempts',
+    });
     expect(revived.next_attempt_at.getTime()).toBeLessThanOrEqual(now.getTime());
     expect(hurried).toMatchObject({ state: 'pending', attempts: 3, last_error: 'HTTP 503' });
     expect(hurried.next_attempt_at.getTime()).toBeLessThanOrEqual(now.getTime());
@@ -176,7 +201,11 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
       webhooks(['webhooks:retry', dead, inFlight, '--json']),
       webhooks(['webhooks:retry', delivered]),
     ]);
-    expect(refusal(withUnknown)).toEqual({ status: 1, stdout: '', stderr: [`ops: no webhook delivery ${unknown} (see webhooks:list); nothing changed`] });
+    expect(refusal(withUnknown)).toEqual({
+      status: 1,
+      stdout: '',
+      stderr: [`ops: no webhook delivery ${unknown} (see webhooks:list); nothing changed`],
+    });
     expect(refusal(withDelivered)).toEqual({
       status: 1,
       stdout: '',
@@ -204,7 +233,10 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
     const dryRun = json(await webhooks(['webhooks:retry', '--all-dead', '--tenant', t, '--dry-run', '--json']));
     expect(dryRun).toEqual({
       dryRun: true,
-      selected: [expect.objectContaining({ messageId: first, nextAttemptAt: null }), expect.objectContaining({ messageId: second, nextAttemptAt: null })],
+      selected: [
+        expect.objectContaining({ messageId: first, nextAttemptAt: null }),
+        expect.objectContaining({ messageId: second, nextAttemptAt: null }),
+      ],
       skipped: [],
     });
     expect(await rows([first, second, pending, othersDead, delivered])).toEqual(before);
@@ -219,7 +251,11 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
       ['pending', 0],
       ['dead', 1],
     ]);
-    expect(json(await webhooks(['webhooks:retry', '--all-dead', '--tenant', t, '--json']))).toEqual({ dryRun: false, selected: [], skipped: [] });
+    expect(json(await webhooks(['webhooks:retry', '--all-dead', '--tenant', t, '--json']))).toEqual({
+      dryRun: false,
+      selected: [],
+      skipped: [],
+    });
 
     const redelivered = json(await webhooks(['webhooks:retry', delivered, '--redeliver', '--json']));
     expect(redelivered.selected).toEqual([expect.objectContaining({ messageId: delivered, from: 'delivered' })]);

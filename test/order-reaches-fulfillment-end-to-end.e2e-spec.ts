@@ -46,7 +46,11 @@ describe('an order placed over HTTP', () => {
     const client = new ApiClientSession(suite.api.url, apiKey);
     const order = (await client.createOrder('e2e-1', { sku: 'SKU-7', quantity: 3 })).body;
 
-    const [shipment] = await fulfillment.until(() => fulfillment.shipments(tenantId), (rows) => rows.length === 1, 90_000);
+    const [shipment] = await fulfillment.until(
+      () => fulfillment.shipments(tenantId),
+      (rows) => rows.length === 1,
+      90_000,
+    );
     const { rows } = await suite.db.pool.query(
       `SELECT id FROM outbox_messages WHERE tenant_id = $1 AND message_key = $2 AND event_type = 'OrderPlaced'`,
       [tenantId, order.id],
@@ -54,7 +58,11 @@ describe('an order placed over HTTP', () => {
     expect(shipment).toEqual({ order_id: order.id, status: 'pending', message_id: rows[0].id, quantity: 3 });
     expect(await fulfillment.inbox(rows[0].id)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
 
-    const delivered = await notifier.until(() => notifier.delivery(rows[0].id), (found) => found[0]?.state === 'delivered', 90_000);
+    const delivered = await notifier.until(
+      () => notifier.delivery(rows[0].id),
+      (found) => found[0]?.state === 'delivered',
+      90_000,
+    );
     expect(delivered).toHaveLength(1);
     const webhooks = receiver.forTenant(tenantId);
     expect(webhooks.map((w) => [w.status, w.idempotencyKey])).toEqual([
@@ -67,7 +75,11 @@ describe('an order placed over HTTP', () => {
     // A retried command replays; no second event, so still one shipment.
     expect((await client.createOrder('e2e-1', { sku: 'SKU-7', quantity: 3 })).headers['idempotent-replayed']).toBe('true');
     await client.cancelOrder(order.id, 'e2e-cancel', { reason: 'changed' });
-    const cancelled = await fulfillment.until(() => fulfillment.shipments(tenantId), (rows) => rows[0]?.status === 'cancelled', 30_000);
+    const cancelled = await fulfillment.until(
+      () => fulfillment.shipments(tenantId),
+      (rows) => rows[0]?.status === 'cancelled',
+      30_000,
+    );
     expect(cancelled).toHaveLength(1);
   }, 240_000); // the sum of the waits above, not a target
 });

@@ -9,9 +9,7 @@ describe('racing duplicates of one command', () => {
     const { tenantId, apiKey } = await db.tenant();
     const client = new ApiClientSession(suite.api.url, apiKey);
 
-    const responses = await Promise.all(
-      Array.from({ length: n }, () => client.createOrder('intent-a', { sku: 'SKU-1', quantity: 2 })),
-    );
+    const responses = await Promise.all(Array.from({ length: n }, () => client.createOrder('intent-a', { sku: 'SKU-1', quantity: 2 })));
 
     expect(responses.map((r) => r.status)).toEqual(Array(n).fill(201));
     const created = responses.filter((r) => r.headers['idempotent-replayed'] === undefined);

@@ -36,7 +36,7 @@ describe('rate limits', () => {
     return app;
   }
 
-  it("a client over its budget gets 429 with Retry-After and the IETF RateLimit headers, changes nothing, and costs no other client anything", async () => {
+  it('a client over its budget gets 429 with Retry-After and the IETF RateLimit headers, changes nothing, and costs no other client anything', async () => {
     const api = await start({ RATE_LIMIT_CLIENT_REQUESTS: '5', RATE_LIMIT_WINDOW_SECONDS: '3' });
     const { tenantId, apiKey } = await db.tenant();
     const client = new ApiClientSession(api.url, apiKey);
@@ -114,6 +114,8 @@ describe('rate limits', () => {
     expect(rows).toEqual([{ seconds: 60 }]);
     // A command that did something keeps the operation's retention (24 h by default).
     const order = (await client.createOrder('place', { sku: 'A', quantity: 1 })).body;
-    expect(Date.parse(String((await client.cancelOrder(order.id, 'cancel-real', { reason: 'r' })).headers['idempotency-expires'])) - Date.now()).toBeGreaterThan(23 * 3600_000);
+    expect(
+      Date.parse(String((await client.cancelOrder(order.id, 'cancel-real', { reason: 'r' })).headers['idempotency-expires'])) - Date.now(),
+    ).toBeGreaterThan(23 * 3600_000);
   });
 });

@@ -111,14 +111,26 @@ describe('rows Kafka refuses in the middle of a batch', () => {
     }
   }
 
-  it('a row of a refused row\'s key waits behind it, also when both are in the same batch', async () => {
+  it("a row of a refused row's key waits behind it, also when both are in the same batch", async () => {
     await check({ keys: 1, perKey: 3, refused: [[0, 2]] });
     await check({ keys: 2, perKey: 4, refused: [[1, 1]] });
   });
 
-  it('a request Kafka refused in part: every other row arrives exactly once and the relay settles, for any layout', async () => {
-    // Many keys over every partition: the broker wrote most of the failed request.
-    await check({ keys: 40, perKey: 4, refused: [[3, 2], [17, 2], [29, 1]] });
-    await fc.assert(fc.asyncProperty(layouts, check), searchSettings({ fast: 4, long: 40 }));
-  }, LONG_RUN ? 30 * 60_000 : 180_000);
+  it(
+    'a request Kafka refused in part: every other row arrives exactly once and the relay settles, for any layout',
+    async () => {
+      // Many keys over every partition: the broker wrote most of the failed request.
+      await check({
+        keys: 40,
+        perKey: 4,
+        refused: [
+          [3, 2],
+          [17, 2],
+          [29, 1],
+        ],
+      });
+      await fc.assert(fc.asyncProperty(layouts, check), searchSettings({ fast: 4, long: 40 }));
+    },
+    LONG_RUN ? 30 * 60_000 : 180_000,
+  );
 });

@@ -29,7 +29,11 @@ describe('the outbox relay', () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     const read = await reader(tenantId);
     try {
-      const committed = await outbox.commit(tenantId, [['order-1', 1], ['order-2', 1], ['order-1', 2]]);
+      const committed = await outbox.commit(tenantId, [
+        ['order-1', 1],
+        ['order-2', 1],
+        ['order-1', 2],
+      ]);
       await expect(
         outbox.dataSource.transaction(async (manager) => {
           await OutboxDb.add(manager, tenantId, [['order-3', 1]]);
@@ -43,10 +47,7 @@ describe('the outbox relay', () => {
       expect(messageIds(messages).sort()).toEqual([...committed, ...afterRollback].sort());
       expect(messages.some((m) => m.key === 'order-3')).toBe(false);
 
-      const rows = await outbox.dataSource.query(
-        'SELECT id, created_at, headers FROM outbox_messages WHERE id = $1',
-        [committed[0]],
-      );
+      const rows = await outbox.dataSource.query('SELECT id, created_at, headers FROM outbox_messages WHERE id = $1', [committed[0]]);
       const first = messages.find((m) => m.headers[Headers.messageId] === committed[0])!;
       expect(first.key).toBe('order-1');
       expect(first.value).toEqual({ key: 'order-1', n: 1 });

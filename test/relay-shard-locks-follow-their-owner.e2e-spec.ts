@@ -53,7 +53,10 @@ async function lockView(db: DataSource): Promise<LockView> {
     /* sql */ `SELECT shards FROM outbox_relay_instances WHERE heartbeat_at > now() - interval '2 seconds' AND cardinality(shards) > 0`,
   );
   const sorted = (sets: number[][]) => sets.map((s) => [...s].sort((a, b) => a - b)).sort((a, b) => a[0] - b[0]);
-  return { holders: sorted(holders.map((h: { shards: number[] }) => h.shards)), announced: sorted(announced.map((a: { shards: number[] }) => a.shards)) };
+  return {
+    holders: sorted(holders.map((h: { shards: number[] }) => h.shards)),
+    announced: sorted(announced.map((a: { shards: number[] }) => a.shards)),
+  };
 }
 
 /** Every shard locked by exactly one backend, and each backend's locks are exactly what one live instance announces. */
@@ -99,71 +102,74 @@ describe('relay shard locks never outlive the ownership of the instance that too
     return started;
   }
 
-  it('errors while the connection stays open and killed sessions, with 2 then 3 instances: one live owner per shard, every row published', async () => {
-    const tenantId = `t-${randomUUID().slice(0, 12)}`;
-    const read = new TopicReader(kafka, tenantId);
-    await read.start();
-    try {
-      await Promise.all([relay(), relay()]);
-      await outbox.dataSource.query('UPDATE relay_faults SET probability = 0.2');
+  it(
+    'errors while the connection stays open and killed sessions, with 2 then 3 instances: one live owner per shard, every row published',
+    async () => {
+      const tenantId = `t-${randomUUID().slice(0, 12)}`;
+      const read = new TopicReader(kafka, tenantId);
+      await read.start();
+      try {
+        await Promise.all([relay(), relay()]);
+        await outbox.dataSource.query('UPDATE relay_faults SET probability = 0.2');
 
-      let writing = true;
-      let written = 0;
-      const writer = (async () => {
-        for (let round = 0; writing; round++) {
-          const events: [string, number][] = Array.from({ length: 10 }, (_, i) => [`key-${(round * 10 + i) % 97}`, round]);
-          await outbox.commit(tenantId, events);
-          written += events.length;
-          await pause(40);
-        }
-      })();
-      const chaos = async (ms: number) => {
-        for (const end = Date.now() + ms; Date.now() < end; ) {
-          await pause(150 + Math.floor(Math.random() * 350));
-          await outbox.dataSource.query(
-            /* sql */ `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = current_database() AND application_name = 'outbox-relay' AND random() < 0.2`,
+        let writing = true;
+        let written = 0;
+        const writer = (async () => {
+          for (let round = 0; writing; round++) {
+            const events: [string, number][] = Array.from({ length: 10 }, (_, i) => [`key-${(round * 10 + i) % 97}`, round]);
+            await outbox.commit(tenantId, events);
+            written += events.length;
+            await pause(40);
+          }
+        })();
+        const chaos = async (ms: number) => {
+          for (const end = Date.now() + ms; Date.now() < end;) {
+            await pause(150 + Math.floor(Math.random() * 350));
+            await outbox.dataSource.query(/* sql */ `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'outbox-relay' AND random() < 0.2`);
+          }
+        };
+        const phase = LONG_RUN ? 60_000 : 5_000;
+        await chaos(phase);
+        await relay(); // a third instance joins: shards move while the faults go on
+        await chaos(phase);
+
+        await outbox.dataSource.query('UPDATE relay_faults SET probability = 0');
+        writing = false;
+        // The faults really hit the relays: each recovered from database trouble more than once.
+        for (const r of relays)
+          expect(sample((await scrape(r)).text, 'outbox_publish_failures_total', { cause: 'database' })).toBeGreaterThan(1);
+        await writer;
+
+        const deadline = Date.now() + 30_000;
+        let view: LockView = { holders: [], announced: [] };
+        let unpublished = -1;
+        while (Date.now() < deadline) {
+          [{ n: unpublished }] = await outbox.dataSource.query(
+            'SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL',
+            [tenantId],
           );
+          view = await lockView(outbox.dataSource);
+          // The three instances are all live again: a session killed by the last fault rejoins within a heartbeat or two.
+          if (unpublished === 0 && consistent(view) && view.holders.length === 3) break;
+          await pause(200);
         }
-      };
-      const phase = LONG_RUN ? 60_000 : 5_000;
-      await chaos(phase);
-      await relay(); // a third instance joins: shards move while the faults go on
-      await chaos(phase);
+        expect({ unpublished, ...view }).toEqual({ unpublished: 0, holders: view.announced, announced: view.announced });
+        expect(view.holders.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: SHARDS }, (_, i) => i));
+        expect(view.holders).toHaveLength(3);
+        // Each lost or failed session went back to the pool once, destroyed: never a double release.
+        for (const r of relays) expect(r.output()).not.toMatch(/already been released|closing the relay session failed/);
 
-      await outbox.dataSource.query('UPDATE relay_faults SET probability = 0');
-      writing = false;
-      // The faults really hit the relays: each recovered from database trouble more than once.
-      for (const r of relays) expect(sample((await scrape(r)).text, 'outbox_publish_failures_total', { cause: 'database' })).toBeGreaterThan(1);
-      await writer;
-
-      const deadline = Date.now() + 30_000;
-      let view: LockView = { holders: [], announced: [] };
-      let unpublished = -1;
-      while (Date.now() < deadline) {
-        [{ n: unpublished }] = await outbox.dataSource.query(
-          'SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL',
-          [tenantId],
+        const ids = (await outbox.dataSource.query('SELECT id FROM outbox_messages WHERE tenant_id = $1', [tenantId])).map(
+          (r: { id: string }) => r.id,
         );
-        view = await lockView(outbox.dataSource);
-        // The three instances are all live again: a session killed by the last fault rejoins within a heartbeat or two.
-        if (unpublished === 0 && consistent(view) && view.holders.length === 3) break;
-        await pause(200);
+        expect(ids).toHaveLength(written);
+        const messages = await read.until((m) => new Set(m.map((x) => x.headers[Headers.messageId])).size >= ids.length, 60_000);
+        expect(new Set(messages.map((m) => m.headers[Headers.messageId]))).toEqual(new Set(ids));
+      } finally {
+        await read.stop();
       }
-      expect({ unpublished, ...view }).toEqual({ unpublished: 0, holders: view.announced, announced: view.announced });
-      expect(view.holders.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: SHARDS }, (_, i) => i));
-      expect(view.holders).toHaveLength(3);
-      // Each lost or failed session went back to the pool once, destroyed: never a double release.
-      for (const r of relays) expect(r.output()).not.toMatch(/already been released|closing the relay session failed/);
-
-      const ids = (await outbox.dataSource.query('SELECT id FROM outbox_messages WHERE tenant_id = $1', [tenantId])).map(
-        (r: { id: string }) => r.id,
-      );
-      expect(ids).toHaveLength(written);
-      const messages = await read.until((m) => new Set(m.map((x) => x.headers[Headers.messageId])).size >= ids.length, 60_000);
-      expect(new Set(messages.map((m) => m.headers[Headers.messageId]))).toEqual(new Set(ids));
-    } finally {
-      await read.stop();
-    }
-  }, LONG_RUN ? 30 * 60_000 : 180_000);
+    },
+    LONG_RUN ? 30 * 60_000 : 180_000,
+  );
 });

@@ -27,7 +27,10 @@ describe('relay housekeeping', () => {
     expect((await locks())[0].n).toBe(16);
 
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
-    await outbox.commit(tenantId, Array.from({ length: 500 }, (_, i) => [`k-${i % 10}`, i] as [string, number]));
+    await outbox.commit(
+      tenantId,
+      Array.from({ length: 500 }, (_, i) => [`k-${i % 10}`, i] as [string, number]),
+    );
     const exit = await relay.stop('SIGTERM');
     expect(relay.output()).not.toMatch(/producer is disconnected|"level":50/);
 
@@ -50,10 +53,9 @@ describe('relay housekeeping', () => {
       tenantId,
       [1, 2, 3, 4, 5].map((n) => ['k', n] as [string, number]),
     );
-    await outbox.dataSource.query(
-      `UPDATE outbox_messages SET published_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`,
-      [[old1, old2, old3]],
-    );
+    await outbox.dataSource.query(`UPDATE outbox_messages SET published_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`, [
+      [old1, old2, old3],
+    ]);
     await outbox.dataSource.query(`UPDATE outbox_messages SET published_at = now() WHERE id = $1`, [recent]);
     // A row the relay must still publish, even though it is old.
     await outbox.dataSource.query(`UPDATE outbox_messages SET created_at = now() - interval '3 hours', parked_at = now() WHERE id = $1`, [

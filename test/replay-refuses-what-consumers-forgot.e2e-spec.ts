@@ -28,8 +28,25 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
 
   beforeAll(async () => {
     await outbox.init();
-    old = await outbox.commitPublished(topic, tenantId, [['a', 1], ['b', 1], ['a', 2]], 2 * 3600);
-    recent = await outbox.commitPublished(topic, tenantId, [['a', 3], ['b', 2]], 0);
+    old = await outbox.commitPublished(
+      topic,
+      tenantId,
+      [
+        ['a', 1],
+        ['b', 1],
+        ['a', 2],
+      ],
+      2 * 3600,
+    );
+    recent = await outbox.commitPublished(
+      topic,
+      tenantId,
+      [
+        ['a', 3],
+        ['b', 2],
+      ],
+      0,
+    );
     await fulfillment.pool.query(`INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, 3600)`, [forgetful]);
   });
   afterAll(async () => {
@@ -48,7 +65,14 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
 
     expect(dryRun.status).toBe(1);
     const verdict = JSON.parse(dryRun.stdout);
-    expect(verdict).toMatchObject({ dryRun: true, replayId: null, selected: 5, published: 0, byTopic: { [topic]: 5 }, byTenant: { [tenantId]: 5 } });
+    expect(verdict).toMatchObject({
+      dryRun: true,
+      replayId: null,
+      selected: 5,
+      published: 0,
+      byTopic: { [topic]: 5 },
+      byTenant: { [tenantId]: 5 },
+    });
     expect(verdict.guard.verdict).toBe('refused');
     const mine = verdict.guard.consumers.find((c: { consumer: string }) => c.consumer === forgetful);
     expect(mine).toMatchObject({ database: 'fulfillment', retentionSeconds: 3600, pastRetention: 3 });
@@ -58,7 +82,9 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
     expect(refused.stdout).toBe('');
     const reason = refused.stderr.trim().split('\n');
     expect(reason).toHaveLength(1);
-    const named = reason[0].match(/consumer "([^"]+)" \(inbox retention 3600 s\) forgets message-ids published before (\S+), and 3 selected row\(s\) are older/);
+    const named = reason[0].match(
+      /consumer "([^"]+)" \(inbox retention 3600 s\) forgets message-ids published before (\S+), and 3 selected row\(s\) are older/,
+    );
     expect(named?.[1]).toBe(forgetful);
     expect(Math.abs(Date.parse(named![2]) - Date.parse(mine.cutoff))).toBeLessThan(60_000);
     expect(dryRun.stderr).toContain(`consumer "${forgetful}"`);
@@ -78,9 +104,12 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
     const run = await ops(['outbox:replay', '--from', from, '--topic', topic, '--dry-run', '--json']);
     expect(json(run)).toMatchObject({ selected: 2, byTenant: { [tenantId]: 2 }, guard: { verdict: 'ok' } });
 
-    const reachesBack = await ops(['outbox:replay', '--from', '2000-01-01', '--topic', topic, '--tenant', tenantId, '--dry-run', '--force'], {
-      OUTBOX_RETENTION_SECONDS: '3600',
-    });
+    const reachesBack = await ops(
+      ['outbox:replay', '--from', '2000-01-01', '--topic', topic, '--tenant', tenantId, '--dry-run', '--force'],
+      {
+        OUTBOX_RETENTION_SECONDS: '3600',
+      },
+    );
     expect(reachesBack.status).toBe(0);
     expect(reachesBack.stdout).toMatch(/Dry run: 5 published outbox row\(s\) selected/);
     expect(reachesBack.stdout).toContain(`tenant  ${tenantId}  5`);
@@ -97,7 +126,10 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
     try {
       run = await ops(['outbox:replay', '--from', '1', '--topic', topic, '--dry-run']);
     } finally {
-      for (const [pool, rows] of [[fulfillment.pool, saved[0]], [notifier.pool, saved[1]]] as const) {
+      for (const [pool, rows] of [
+        [fulfillment.pool, saved[0]],
+        [notifier.pool, saved[1]],
+      ] as const) {
         for (const row of rows) {
           await pool.query(`INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [
             row.consumer,
@@ -113,7 +145,14 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
   it('publishes them with --force, records the replay as forced, and creates the missing topic', async () => {
     const run = await ops(['outbox:replay', '--from', '1', '--topic', topic, '--force', '--json'], { KAFKA_TOPIC_PARTITIONS: '3' });
     const result = json(run);
-    expect(result).toMatchObject({ dryRun: false, forced: true, finished: true, published: 5, byTopic: { [topic]: 5 }, createdTopics: [topic] });
+    expect(result).toMatchObject({
+      dryRun: false,
+      forced: true,
+      finished: true,
+      published: 5,
+      byTopic: { [topic]: 5 },
+      createdTopics: [topic],
+    });
     expect(run.stderr).toMatch(new RegExp(`WARNING: --force .*consumer "${forgetful}"`));
     expect(await replays()).toEqual([{ id: result.replayId, forced: true, published: 5, finished_at: expect.any(Date) }]);
 

@@ -8,7 +8,11 @@ const unknownReplay = randomUUID();
 const badUsage: [string, string[], RegExp][] = [
   ['an unparseable --from', ['--from', 'yesterday'], /--from must be an outbox sequence number or an ISO 8601 time/],
   ['a --from time without its offset', ['--from', '2025-01-31T14:00:00'], /--from must be .* with its offset/],
-  ['a --to time before --from', ['--from', '2025-02-01T00:00:00Z', '--to', '2025-01-31T23:59:59Z'], /--to \(2025-01-31T23:59:59.000Z\) is before --from/],
+  [
+    'a --to time before --from',
+    ['--from', '2025-02-01T00:00:00Z', '--to', '2025-01-31T23:59:59Z'],
+    /--to \(2025-01-31T23:59:59.000Z\) is before --from/,
+  ],
   ['a --to sequence before --from', ['--from', '10', '--to', '9'], /--to \(sequence 9\) is before --from \(sequence 10\)/],
   ['--rate 0', ['--from', '1', '--rate', '0'], /--rate must be a number of messages per second above 0/],
   ['a negative --rate', ['--from', '1', '--rate=-5'], /--rate must be/],

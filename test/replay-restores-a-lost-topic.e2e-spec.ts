@@ -54,7 +54,9 @@ describe('outbox:replay after the broker lost the topic', () => {
   }, 120_000);
 
   it('republishes every event with its original message-id; the consumers change nothing and carry on', async () => {
-    const { rows: [{ now: before }] } = await suite.db.pool.query('SELECT now() AS now');
+    const {
+      rows: [{ now: before }],
+    } = await suite.db.pool.query('SELECT now() AS now');
     const { tenantId, apiKey } = await suite.db.tenant();
     const client = new ApiClientSession(suite.api.url, apiKey);
     const orders: string[] = [];
@@ -89,7 +91,7 @@ describe('outbox:replay after the broker lost the topic', () => {
     await admin.connect();
     try {
       await admin.deleteTopics({ topics: [Topics.orderEvents], timeout: 30_000 });
-      for (let deadline = Date.now() + 30_000; (await admin.listTopics()).includes(Topics.orderEvents); ) {
+      for (let deadline = Date.now() + 30_000; (await admin.listTopics()).includes(Topics.orderEvents);) {
         if (Date.now() > deadline) throw new Error('the topic was not deleted');
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
@@ -130,8 +132,16 @@ describe('outbox:replay after the broker lost the topic', () => {
     }
 
     // The consumers read the recreated topic and took every copy as a duplicate: no effect changed.
-    await fulfillment.until(() => duplicates('fulfillment'), (n) => n >= duplicatesBefore.fulfillment + 5, 120_000);
-    await notifier.until(() => duplicates('notifier'), (n) => n >= duplicatesBefore.notifier + 5, 120_000);
+    await fulfillment.until(
+      () => duplicates('fulfillment'),
+      (n) => n >= duplicatesBefore.fulfillment + 5,
+      120_000,
+    );
+    await notifier.until(
+      () => duplicates('notifier'),
+      (n) => n >= duplicatesBefore.notifier + 5,
+      120_000,
+    );
     expect(await fulfillment.shipments(tenantId)).toEqual(shipments);
     expect(await notifier.deliveries(tenantId)).toEqual(deliveries);
     expect(receiver.forTenant(tenantId)).toHaveLength(posts);
@@ -139,15 +149,25 @@ describe('outbox:replay after the broker lost the topic', () => {
       expect(await fulfillment.inbox(row.id)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
       expect((await notifier.inbox(row.id)).map((r) => r.consumer)).toEqual(['notifier']);
     }
-    const { rows: [stored] } = await suite.db.pool.query('SELECT * FROM outbox_replays WHERE id = $1', [replay.replayId]);
+    const {
+      rows: [stored],
+    } = await suite.db.pool.query('SELECT * FROM outbox_replays WHERE id = $1', [replay.replayId]);
     expect(stored).toMatchObject({ forced: false, topic: Topics.orderEvents, published: replay.published });
     expect(stored.finished_at).not.toBeNull();
 
     // The relay publishes to the recreated topic and both consumers apply the new event.
     const later = await client.createOrder('replay-later', { sku: 'SKU-9', quantity: 9 });
     expect(later.status).toBe(201);
-    await fulfillment.until(() => fulfillment.shipments(tenantId), (rows) => rows.length === 5, 120_000);
-    await notifier.until(() => notifier.deliveries(tenantId), (rows) => rows.length === 6 && rows.every((row) => row.state === 'delivered'), 120_000);
+    await fulfillment.until(
+      () => fulfillment.shipments(tenantId),
+      (rows) => rows.length === 5,
+      120_000,
+    );
+    await notifier.until(
+      () => notifier.deliveries(tenantId),
+      (rows) => rows.length === 6 && rows.every((row) => row.state === 'delivered'),
+      120_000,
+    );
     expect(receiver.forTenant(tenantId).filter((post) => post.body?.data?.orderId === later.body.id)).toHaveLength(1);
   }, 420_000);
 });

@@ -65,7 +65,14 @@ describe('outbox:replay can be interrupted and resumed', () => {
 
     const resumed = json(await ops(['outbox:replay', '--resume', started.id, '--rate', '10', '--json']));
     const remaining = 30 - partial.published;
-    expect(resumed).toMatchObject({ replayId: started.id, resumed: true, finished: true, selected: remaining, published: remaining, totalPublished: 30 });
+    expect(resumed).toMatchObject({
+      replayId: started.id,
+      resumed: true,
+      finished: true,
+      selected: remaining,
+      published: remaining,
+      totalPublished: 30,
+    });
     const done = await stored(started.id);
     expect(done).toMatchObject({ published: 30, selected: 30 });
     expect(done.finished_at).not.toBeNull();

@@ -14,9 +14,9 @@ async function waitForExpiry(client: ApiClientSession, key: string): Promise<voi
 
 describe('the retention window is the boundary of "the same action"', () => {
   const suite = commandApiFixture({
-      IDEMPOTENCY_RETENTION_SECONDS: String(RETENTION_SECONDS),
-      RECEIPT_SWEEP_INTERVAL_SECONDS: '0',
-    });
+    IDEMPOTENCY_RETENTION_SECONDS: String(RETENTION_SECONDS),
+    RECEIPT_SWEEP_INTERVAL_SECONDS: '0',
+  });
   const { db } = suite;
 
   it('replays before expiry; at or after it the same key creates a new order and replaces the receipt', async () => {
@@ -51,9 +51,7 @@ describe('the retention window is the boundary of "the same action"', () => {
     expect((await client.createOrder('intent-b', { sku: 'SKU-1', quantity: 3 })).status).toBe(422);
 
     await waitForExpiry(client, 'intent-b');
-    const racing = await Promise.all(
-      Array.from({ length: 8 }, () => client.createOrder('intent-b', { sku: 'SKU-1', quantity: 3 })),
-    );
+    const racing = await Promise.all(Array.from({ length: 8 }, () => client.createOrder('intent-b', { sku: 'SKU-1', quantity: 3 })));
     expect(racing.map((r) => r.status)).toEqual(Array(8).fill(201));
     expect(racing.filter((r) => r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
     expect(new Set(racing.map((r) => r.body.id)).size).toBe(1);

@@ -36,7 +36,10 @@ describe('inTransaction', () => {
         await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (1, 2)`); // unique violation
       }),
     ).rejects.toMatchObject({ code: '23505' });
-    const [again, { rows }] = await inTransaction(dataSource, async (db) => [await pid(db), await queryRows(db, `SELECT * FROM ${table}`)] as const);
+    const [again, { rows }] = await inTransaction(
+      dataSource,
+      async (db) => [await pid(db), await queryRows(db, `SELECT * FROM ${table}`)] as const,
+    );
     expect(again).toBe(first);
     expect(rows).toEqual([]);
   });
@@ -64,12 +67,18 @@ describe('inTransaction', () => {
       const run = inTransaction(dataSource, async (db) => {
         const backend = await pid(db);
         setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), killAfter);
-        for (let step = 1; step <= 3; step++) await queryRows(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + step, step]);
+        for (let step = 1; step <= 3; step++)
+          await queryRows(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + step, step]);
       });
-      outcomes.push(await run.then(() => 'committed' as const, (error) => {
-        if (!isDatabaseUnreachable(error)) throw error;
-        return 'lost' as const;
-      }));
+      outcomes.push(
+        await run.then(
+          () => 'committed' as const,
+          (error) => {
+            if (!isDatabaseUnreachable(error)) throw error;
+            return 'lost' as const;
+          },
+        ),
+      );
       await pause(10); // the termination, if it came late, lands before the next transaction starts
     }
     const rows: { id: number }[] = await observer.query(`SELECT id FROM ${table}`);

@@ -72,9 +72,7 @@ describe('the platform talks to real PostgreSQL and real Kafka', () => {
       const byKey = (key: string) => received.filter((m) => m.key === key);
       for (const key of ['order-0', 'order-1']) {
         expect(new Set(byKey(key).map((m) => m.partition)).size).toBe(1);
-        expect(byKey(key).map((m) => JSON.parse(m.value).n)).toEqual(
-          sent.filter((m) => m.key === key).map((m) => JSON.parse(m.value).n),
-        );
+        expect(byKey(key).map((m) => JSON.parse(m.value).n)).toEqual(sent.filter((m) => m.key === key).map((m) => JSON.parse(m.value).n));
       }
       await consumer.stop();
       const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });

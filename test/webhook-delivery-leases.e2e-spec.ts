@@ -42,7 +42,8 @@ describe('webhook delivery leases', () => {
 
   it('a result settles only under the lease it was POSTed under; a stale one changes nothing', async () => {
     const messageId = await seed();
-    const claim = async (leaseMs: number) => (await claimDue(dataSource.manager, randomUUID(), leaseMs, 1_000)).find((d) => d.messageId === messageId)!;
+    const claim = async (leaseMs: number) =>
+      (await claimDue(dataSource.manager, randomUUID(), leaseMs, 1_000)).find((d) => d.messageId === messageId)!;
 
     const first = await claim(1); // a lease that runs out at once: the dispatcher stalled
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -51,7 +52,10 @@ describe('webhook delivery leases', () => {
 
     expect(await settle(dataSource.manager, [result(messageId, second.leaseId, 'delivered')])).toBe(1);
     expect(await settle(dataSource.manager, [result(messageId, first.leaseId, 'pending')])).toBe(0);
-    const [row] = await dataSource.query('SELECT state, attempts, status_code, url, lease_id FROM webhook_deliveries WHERE message_id = $1', [messageId]);
+    const [row] = await dataSource.query(
+      'SELECT state, attempts, status_code, url, lease_id FROM webhook_deliveries WHERE message_id = $1',
+      [messageId],
+    );
     expect(row).toEqual({ state: 'delivered', attempts: 1, status_code: 204, url: 'http://127.0.0.1:2/configured', lease_id: null });
   });
 

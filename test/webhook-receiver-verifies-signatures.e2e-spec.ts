@@ -90,27 +90,46 @@ describe('the webhook receiver verifies signatures', () => {
 
   describe('refuses with 401 and stores nothing', () => {
     const cases: [string, () => { headers: Record<string, string>; body: string | Buffer; orderId: string }][] = [
-      ['a signature made with another secret (forged)', () => {
-        const d = orderPlacedDelivery();
-        return { headers: signedHeaders(d, [newSecret()]), body: d.body, orderId: d.orderId };
-      }],
-      ['a body changed after signing', () => {
-        const d = orderPlacedDelivery();
-        return { headers: signedHeaders(d, [current]), body: d.body.replace('"quantity":3', '"quantity":300'), orderId: d.orderId };
-      }],
-      ['a delivery signed 6 minutes ago (stale, or replayed)', () => {
-        const d = orderPlacedDelivery(secondsFromNow(-6 * 60));
-        return { headers: signedHeaders(d, [current]), body: d.body, orderId: d.orderId };
-      }],
-      ['a delivery signed 6 minutes in the future', () => {
-        const d = orderPlacedDelivery(secondsFromNow(6 * 60));
-        return { headers: signedHeaders(d, [current]), body: d.body, orderId: d.orderId };
-      }],
-      ['a timestamp that is not plain unix seconds', () => {
-        const d = orderPlacedDelivery();
-        const headers = signedHeaders(d, [current]);
-        return { headers: { ...headers, [WebhookHeaders.timestamp]: `${headers[WebhookHeaders.timestamp]}abc` }, body: d.body, orderId: d.orderId };
-      }],
+      [
+        'a signature made with another secret (forged)',
+        () => {
+          const d = orderPlacedDelivery();
+          return { headers: signedHeaders(d, [newSecret()]), body: d.body, orderId: d.orderId };
+        },
+      ],
+      [
+        'a body changed after signing',
+        () => {
+          const d = orderPlacedDelivery();
+          return { headers: signedHeaders(d, [current]), body: d.body.replace('"quantity":3', '"quantity":300'), orderId: d.orderId };
+        },
+      ],
+      [
+        'a delivery signed 6 minutes ago (stale, or replayed)',
+        () => {
+          const d = orderPlacedDelivery(secondsFromNow(-6 * 60));
+          return { headers: signedHeaders(d, [current]), body: d.body, orderId: d.orderId };
+        },
+      ],
+      [
+        'a delivery signed 6 minutes in the future',
+        () => {
+          const d = orderPlacedDelivery(secondsFromNow(6 * 60));
+          return { headers: signedHeaders(d, [current]), body: d.body, orderId: d.orderId };
+        },
+      ],
+      [
+        'a timestamp that is not plain unix seconds',
+        () => {
+          const d = orderPlacedDelivery();
+          const headers = signedHeaders(d, [current]);
+          return {
+            headers: { ...headers, [WebhookHeaders.timestamp]: `${headers[WebhookHeaders.timestamp]}abc` },
+            body: d.body,
+            orderId: d.orderId,
+          };
+        },
+      ],
       ...[WebhookHeaders.id, WebhookHeaders.timestamp, WebhookHeaders.signature].map(
         (header): [string, () => { headers: Record<string, string>; body: string; orderId: string }] => [
           `no ${header} header`,
@@ -121,10 +140,13 @@ describe('the webhook receiver verifies signatures', () => {
           },
         ],
       ),
-      ['no webhook headers at all', () => {
-        const d = orderPlacedDelivery();
-        return { headers: { 'content-type': 'application/json' }, body: d.body, orderId: d.orderId };
-      }],
+      [
+        'no webhook headers at all',
+        () => {
+          const d = orderPlacedDelivery();
+          return { headers: { 'content-type': 'application/json' }, body: d.body, orderId: d.orderId };
+        },
+      ],
     ];
 
     it.each(cases)('%s', async (_name, request) => {
@@ -220,11 +242,20 @@ describe('the webhook receiver verifies signatures', () => {
         kind: fc.constant('shift-timestamp-header' as const),
         seconds: fc.integer({ min: -TOLERANCE_SECONDS + 10, max: TOLERANCE_SECONDS - 10 }).filter((s) => s !== 0),
       }),
-      fc.record({ kind: fc.constant('signed-outside-tolerance' as const), seconds: fc.oneof(beyondTolerance, beyondTolerance.map((s) => -s)) }),
+      fc.record({
+        kind: fc.constant('signed-outside-tolerance' as const),
+        seconds: fc.oneof(
+          beyondTolerance,
+          beyondTolerance.map((s) => -s),
+        ),
+      }),
       fc.record({ kind: fc.constant('truncate-signature' as const), keep: fc.nat() }),
       fc.record({ kind: fc.constant('garble-signature' as const), index: fc.nat(), shift: fc.integer({ min: 1, max: 63 }) }),
       fc.record({ kind: fc.constant('other-secret' as const) }),
-      fc.record({ kind: fc.constant('drop-header' as const), header: fc.constantFrom(WebhookHeaders.id, WebhookHeaders.timestamp, WebhookHeaders.signature) }),
+      fc.record({
+        kind: fc.constant('drop-header' as const),
+        header: fc.constantFrom(WebhookHeaders.id, WebhookHeaders.timestamp, WebhookHeaders.signature),
+      }),
       fc.record({
         kind: fc.constant('signed-unexpected-body' as const),
         // Not a body with a string `type`: an unhandled type is acknowledged (204), as the test above shows.
@@ -251,9 +282,17 @@ describe('the webhook receiver verifies signatures', () => {
           return { headers: { ...headers, [WebhookHeaders.timestamp]: shifted }, body: delivery.body, status: 401 };
         }
         case 'signed-outside-tolerance':
-          return { headers: signedHeaders({ ...delivery, at: secondsFromNow(mutation.seconds) }, [current]), body: delivery.body, status: 401 };
+          return {
+            headers: signedHeaders({ ...delivery, at: secondsFromNow(mutation.seconds) }, [current]),
+            body: delivery.body,
+            status: 401,
+          };
         case 'truncate-signature':
-          return { headers: { ...headers, [WebhookHeaders.signature]: signature.slice(0, mutation.keep % signature.length) }, body: delivery.body, status: 401 };
+          return {
+            headers: { ...headers, [WebhookHeaders.signature]: signature.slice(0, mutation.keep % signature.length) },
+            body: delivery.body,
+            status: 401,
+          };
         case 'garble-signature': {
           // Only the base64 part after "v1,": a different character at one position.
           const at = 3 + (mutation.index % (signature.length - 3));
@@ -306,7 +345,11 @@ describe('the webhook receiver refuses to boot in production without its own sec
 
   it.each([
     ['no secrets', {}, 'WEBHOOK_RECEIVER_SECRETS: is required in production'],
-    ['the published development secret', { WEBHOOK_RECEIVER_SECRETS: 'whsec_ZGV2ZWxvcG1lbnQtb25seS13ZWJob29rLXNlY3JldCE=' }, 'must not include the development secret'],
+    [
+      'the published development secret',
+      { WEBHOOK_RECEIVER_SECRETS: 'whsec_ZGV2ZWxvcG1lbnQtb25seS13ZWJob29rLXNlY3JldCE=' },
+      'must not include the development secret',
+    ],
   ])('%s: exits 1 with one line naming the variable', (_name, env: Record<string, string>, message) => {
     const result = boot({ NODE_ENV: 'production', ...env });
     expect(result.status).toBe(1);

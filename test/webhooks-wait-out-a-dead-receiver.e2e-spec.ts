@@ -86,7 +86,11 @@ describe('a receiver that is down for a while delays only its own deliveries', (
     const lastProduced = Date.now();
 
     // The consumer keeps up while the receiver is down: every event is recorded (its offsets committed after) within seconds.
-    await db.until(() => db.deliveries(tenantId), (rows) => rows.length === events.length, 30_000);
+    await db.until(
+      () => db.deliveries(tenantId),
+      (rows) => rows.length === events.length,
+      30_000,
+    );
     const recordedAfterMs = Date.now() - lastProduced;
     expect(Date.now()).toBeLessThan(outageEnds);
     expect(recordedAfterMs).toBeLessThan(10_000);
@@ -100,7 +104,11 @@ describe('a receiver that is down for a while delays only its own deliveries', (
     expect(during.every((r) => r.status === 503)).toBe(true);
 
     // Once it is back, everything arrives.
-    const rows = await db.until(() => db.deliveries(tenantId), (all) => all.every((r) => r.state === 'delivered'), OUTAGE_MS + 120_000);
+    const rows = await db.until(
+      () => db.deliveries(tenantId),
+      (all) => all.every((r) => r.state === 'delivered'),
+      OUTAGE_MS + 120_000,
+    );
     expect(rows).toHaveLength(events.length);
 
     const requests = receiver.forTenant(tenantId);

@@ -40,8 +40,7 @@ import { Client } from 'pg';
 import { freePort } from '../../test/support/free-port';
 import { benchDatabaseName, recreateBenchDatabase } from '../bench-database';
 
-export const peerOrdersUrl =
-  process.env.BENCH_PEER_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_peer_orders';
+export const peerOrdersUrl = process.env.BENCH_PEER_ORDERS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/bench_peer_orders';
 /** This peer's own Redis: nothing else may use the port. */
 export const PEER_REDIS_PORT = 26379;
 const POOL_SIZE = 10; // as the command benchmark gives the command-api
@@ -60,7 +59,8 @@ export interface RunningPeer {
 /** Installs the peer's locked dependencies if missing, recreates its database, starts its Redis and the app. */
 export async function startNodeIdempotencyPeer(): Promise<RunningPeer> {
   const database = benchDatabaseName(peerOrdersUrl);
-  if (!database) throw new Error(`BENCH_PEER_ORDERS_DATABASE_URL must name a database containing "bench" (it is dropped): ${peerOrdersUrl}`);
+  if (!database)
+    throw new Error(`BENCH_PEER_ORDERS_DATABASE_URL must name a database containing "bench" (it is dropped): ${peerOrdersUrl}`);
   installDependencies();
   await recreateBenchDatabase(peerOrdersUrl, database);
   const port = await freePort();
@@ -169,9 +169,24 @@ function installDependencies(): void {
 async function startRedis(): Promise<Child & { url: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-peer-redis-'));
   const args = [
-    '--port', String(PEER_REDIS_PORT), '--bind', '127.0.0.1', '--dir', dir,
-    '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '',
-    '--daemonize', 'no', '--logfile', '', '--loglevel', 'notice',
+    '--port',
+    String(PEER_REDIS_PORT),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'everysec',
+    '--save',
+    '',
+    '--daemonize',
+    'no',
+    '--logfile',
+    '',
+    '--loglevel',
+    'notice',
   ];
   try {
     const redis = await startChild('redis-server', 'redis-server', args, { cwd: dir, env: process.env }, (output) =>

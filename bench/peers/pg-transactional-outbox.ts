@@ -35,7 +35,14 @@ export const PEER_LOCK_MS = 5_000;
 
 /** Creates the peer's table, indexes and polling function with the library's own SQL. */
 export async function setupPeerOutbox(url: string): Promise<void> {
-  const setup = { outboxOrInbox: 'outbox' as const, database: 'bench', schema: 'public', table: PEER_TABLE, listenerRole: 'postgres', nextMessagesName: FUNCTION };
+  const setup = {
+    outboxOrInbox: 'outbox' as const,
+    database: 'bench',
+    schema: 'public',
+    table: PEER_TABLE,
+    listenerRole: 'postgres',
+    nextMessagesName: FUNCTION,
+  };
   const client = new Client({ connectionString: url });
   await client.connect();
   try {
@@ -51,19 +58,31 @@ async function main(): Promise<void> {
   const url = process.env.PEER_DATABASE_URL!;
   const topic = process.env.PEER_TOPIC!;
   const kafka = new Kafka({ clientId: 'pgto-peer', brokers: process.env.PEER_KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING });
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    allowAutoTopicCreation: false,
+  });
   await producer.connect();
   const publisher: GeneralMessageHandler = {
     handle: async (message: StoredTransactionalMessage) => {
       await producer.send({
         topic,
         acks: -1,
-        messages: [{ key: message.aggregateId, value: JSON.stringify(message.payload), headers: message.metadata as Record<string, string> }],
+        messages: [
+          { key: message.aggregateId, value: JSON.stringify(message.payload), headers: message.metadata as Record<string, string> },
+        ],
       });
     },
   };
   const db = new URL(url);
-  const connection = { host: db.hostname, port: Number(db.port || 5432), user: decodeURIComponent(db.username), database: db.pathname.slice(1) };
+  const connection = {
+    host: db.hostname,
+    port: Number(db.port || 5432),
+    user: decodeURIComponent(db.username),
+    database: db.pathname.slice(1),
+  };
   const config: PollingListenerConfig = {
     outboxOrInbox: 'outbox',
     dbListenerConfig: connection,

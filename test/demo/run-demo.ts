@@ -62,7 +62,8 @@ async function tenantCounts(tenant: string) {
   return { orders, receipts, outbox };
 }
 
-const show = (c: { orders: number; receipts: number; outbox: number }) => `${c.orders} order(s), ${c.receipts} receipt(s), ${c.outbox} outbox row(s)`;
+const show = (c: { orders: number; receipts: number; outbox: number }) =>
+  `${c.orders} order(s), ${c.receipts} receipt(s), ${c.outbox} outbox row(s)`;
 
 async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -205,11 +206,17 @@ async function separateScopes(a: Client, b: Client): Promise<void> {
   const first = await a.createOrder(key, body);
   const otherTenant = await b.createOrder(key, body);
   finding(
-    first.status === 201 && otherTenant.status === 201 && otherTenant.body.id !== first.body.id && otherTenant.headers['idempotent-replayed'] === undefined,
+    first.status === 201 &&
+      otherTenant.status === 201 &&
+      otherTenant.body.id !== first.body.id &&
+      otherTenant.headers['idempotent-replayed'] === undefined,
     `tenant B sends tenant A's key and body -> its own new order (${otherTenant.body?.id?.slice(0, 8)}), never A's (${first.body?.id?.slice(0, 8)})`,
   );
   const otherKey = await a.createOrder(`${key}-2`, body);
-  finding(otherKey.status === 201 && otherKey.body.id !== first.body.id, `same tenant and body, another key -> another order (${otherKey.status})`);
+  finding(
+    otherKey.status === 201 && otherKey.body.id !== first.body.id,
+    `same tenant and body, another key -> another order (${otherKey.status})`,
+  );
   // The same key on another operation is another scope: it cancels instead of replaying the create.
   const otherOperation = await a.cancelOrder(first.body.id, key, { reason: 'demo: same key, other operation' });
   finding(
@@ -235,7 +242,10 @@ async function injectedFailure(a: Client): Promise<void> {
   const retried = await a.createOrder(key, body);
   const after = await tenantCounts(a.tenant);
   finding(
-    failed.status >= 500 && JSON.stringify(between) === JSON.stringify(before) && retried.status === 201 && after.orders === before.orders + 1,
+    failed.status >= 500 &&
+      JSON.stringify(between) === JSON.stringify(before) &&
+      retried.status === 201 &&
+      after.orders === before.orders + 1,
     `failure injected after the order, its event and the receipt were written, before COMMIT -> ${failed.status}, no order, receipt or outbox row stored (tenant still has ${show(between)}); the retry -> ${retried.status}, one order`,
   );
 }
@@ -266,7 +276,10 @@ async function retentionBoundary(a: Client): Promise<void> {
   );
   const afterExpiry = await a.createOrder(key, body);
   finding(
-    inWindow.headers['idempotent-replayed'] === 'true' && afterExpiry.status === 201 && afterExpiry.headers['idempotent-replayed'] === undefined && afterExpiry.body.id !== first.body.id,
+    inWindow.headers['idempotent-replayed'] === 'true' &&
+      afterExpiry.status === 201 &&
+      afterExpiry.headers['idempotent-replayed'] === undefined &&
+      afterExpiry.body.id !== first.body.id,
     `retention boundary: inside the window -> replay; at expires_at (moved to now) -> a new order ${afterExpiry.body?.id?.slice(0, 8)} (was ${first.body?.id?.slice(0, 8)})`,
   );
 }
@@ -302,12 +315,20 @@ async function kafkaOutage(a: Client): Promise<void> {
     if (reply.status === 201) placed.push(reply.body.id);
   }
   await new Promise((resolve) => setTimeout(resolve, 1_000));
-  const waiting = await count(db.orders, 'SELECT count(*) AS n FROM outbox_messages WHERE message_key = ANY($1) AND published_at IS NULL', [placed]);
+  const waiting = await count(db.orders, 'SELECT count(*) AS n FROM outbox_messages WHERE message_key = ANY($1) AND published_at IS NULL', [
+    placed,
+  ]);
   note(`Kafka down: ${placed.length}/5 orders accepted, ${waiting} event(s) waiting in the outbox; starting Kafka ...`);
   await infra('up');
   const expected = await placedEvents(a.tenant);
-  const got = await until(() => shipments(a.tenant), (n) => n >= expected, 120_000);
-  const unpublished = await count(db.orders, 'SELECT count(*) AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL', [a.tenant]);
+  const got = await until(
+    () => shipments(a.tenant),
+    (n) => n >= expected,
+    120_000,
+  );
+  const unpublished = await count(db.orders, 'SELECT count(*) AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL', [
+    a.tenant,
+  ]);
   finding(
     placed.length === 5 && waiting > 0 && unpublished === 0 && got === expected,
     `Kafka stopped and started -> commands kept working, ${waiting} event(s) waited in the outbox, then every event was delivered: ${got}/${expected} shipments`,
@@ -348,13 +369,21 @@ async function topicLossAndReplay(a: Client, b: Client, startedAt: Date): Promis
   const sum = async (of: (tenant: string) => Promise<number>) => (await Promise.all(tenants.map(of))).reduce((x, y) => x + y, 0);
   const all = await sum(events);
   await consumersCaughtUp(kafka, 120_000);
-  await until(() => sum(deliveries), (n) => n >= all, 60_000);
+  await until(
+    () => sum(deliveries),
+    (n) => n >= all,
+    60_000,
+  );
   const before = { shipments: await sum(shipments), deliveries: await sum(deliveries), webhooks: await sum(received) };
   const admin = kafka.admin();
   await admin.connect();
   try {
     await admin.deleteTopics({ topics: [Topics.orderEvents] });
-    await until(async () => (await admin.listTopics()).includes(Topics.orderEvents), (exists) => !exists, 30_000);
+    await until(
+      async () => (await admin.listTopics()).includes(Topics.orderEvents),
+      (exists) => !exists,
+      30_000,
+    );
     await admin.createTopics({ topics: [{ topic: Topics.orderEvents, numPartitions: env.partitions }], waitForLeaders: true });
   } finally {
     await admin.disconnect();
@@ -368,7 +397,7 @@ async function topicLossAndReplay(a: Client, b: Client, startedAt: Date): Promis
     replay.code === 0 && caughtUp && JSON.stringify(after) === JSON.stringify(before),
     replay.code === 0
       ? `topic data lost -> outbox:replay re-published ${result.published} message(s) with their message-ids; consumers ${caughtUp ? 'caught up' : 'NOT caught up within 120 s'}: ` +
-        `${before.shipments} -> ${after.shipments} shipments, ${before.deliveries} -> ${after.deliveries} webhooks delivered, ${before.webhooks} -> ${after.webhooks} stored by the receiver`
+          `${before.shipments} -> ${after.shipments} shipments, ${before.deliveries} -> ${after.deliveries} webhooks delivered, ${before.webhooks} -> ${after.webhooks} stored by the receiver`
       : `topic data lost -> outbox:replay failed (${replay.code}): ${replay.stderr.trim()}`,
   );
 }
@@ -410,8 +439,15 @@ async function main(): Promise<void> {
     await lostReply(a);
     await retentionBoundary(a);
     const expected = (await placedEvents(a.tenant)) + (await placedEvents(b.tenant));
-    const shipped = await until(async () => (await shipments(a.tenant)) + (await shipments(b.tenant)), (n) => n >= expected, 60_000);
-    finding(shipped === expected, `every OrderPlaced so far reached fulfillment through the outbox, the relay and Kafka: ${shipped}/${expected} shipments`);
+    const shipped = await until(
+      async () => (await shipments(a.tenant)) + (await shipments(b.tenant)),
+      (n) => n >= expected,
+      60_000,
+    );
+    finding(
+      shipped === expected,
+      `every OrderPlaced so far reached fulfillment through the outbox, the relay and Kafka: ${shipped}/${expected} shipments`,
+    );
     await kafkaOutage(a);
     await topicLossAndReplay(a, b, startedAt);
     await readBack(a, b);

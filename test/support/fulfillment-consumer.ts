@@ -57,6 +57,10 @@ export async function startFulfillmentCaughtUp(
   await skipConsumerBacklog(kafka, ['fulfillment'], Topics.orderEvents);
   const app = await startApp('fulfillment', { ...FAST_RETRIES, ...env });
   const marker = await produceOrderEvent(producer, orderPlaced(`t-sync-${randomUUID().slice(0, 8)}`));
-  await db.until(() => db.inbox(marker), (rows) => rows.length === 1, 90_000);
+  await db.until(
+    () => db.inbox(marker),
+    (rows) => rows.length === 1,
+    90_000,
+  );
   return app;
 }

@@ -17,8 +17,7 @@ export interface HttpCall {
 
 /** One HTTP request on its own TCP connection (no keep-alive pool), as separate clients would send it. */
 export function http(url: string, { method = 'GET', headers = {}, body }: HttpCall = {}): Promise<HttpResult> {
-  const payload =
-    body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+  const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
   const contentType = typeof body === 'object' && !Buffer.isBuffer(body) ? { 'Content-Type': 'application/json' } : {};
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method, agent: false, headers: { ...contentType, ...headers } }, (res) => {

@@ -20,18 +20,14 @@ export class NotifierDb {
   readonly pool = new Pool({ connectionString: testEnv.notifierUrl, max: 2 });
 
   async deliveries(tenantId: string): Promise<DeliveryRow[]> {
-    const { rows } = await this.pool.query(
-      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 ORDER BY sequence`,
-      [tenantId],
-    );
+    const { rows } = await this.pool.query(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 ORDER BY sequence`, [
+      tenantId,
+    ]);
     return rows;
   }
 
   async delivery(messageId: string): Promise<DeliveryRow[]> {
-    const { rows } = await this.pool.query(
-      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE message_id = $1`,
-      [messageId],
-    );
+    const { rows } = await this.pool.query(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE message_id = $1`, [messageId]);
     return rows;
   }
 
@@ -40,7 +36,9 @@ export class NotifierDb {
     return rows;
   }
 
-  async deadLetters(messageId: string): Promise<{ consumer: string; error: string; attempts: number; kafka_partition: number; kafka_offset: string }[]> {
+  async deadLetters(
+    messageId: string,
+  ): Promise<{ consumer: string; error: string; attempts: number; kafka_partition: number; kafka_offset: string }[]> {
     const { rows } = await this.pool.query(
       'SELECT consumer, error, attempts, kafka_partition, kafka_offset FROM dead_letters WHERE message_id = $1',
       [messageId],

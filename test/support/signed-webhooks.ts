@@ -50,7 +50,9 @@ export function postWebhook(receiverUrl: string, headers: Record<string, string>
 export class ReceiverDb {
   readonly pool = new Pool({ connectionString: testEnv.receiverUrl, max: 2 });
 
-  async rowsForOrder(orderId: string): Promise<{ webhook_id: string; event_type: string; tenant_id: string; payload: OrderWebhook; signed_at: Date }[]> {
+  async rowsForOrder(
+    orderId: string,
+  ): Promise<{ webhook_id: string; event_type: string; tenant_id: string; payload: OrderWebhook; signed_at: Date }[]> {
     const { rows } = await this.pool.query(
       'SELECT webhook_id, event_type, tenant_id, payload, signed_at FROM received_webhooks WHERE order_id = $1',
       [orderId],

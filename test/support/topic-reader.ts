@@ -33,9 +33,7 @@ export class TopicReader {
     await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
     await this.consumer.run({
       eachMessage: async ({ partition, message }) => {
-        const headers = Object.fromEntries(
-          Object.entries(message.headers ?? {}).map(([name, value]) => [name, value?.toString() ?? '']),
-        );
+        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([name, value]) => [name, value?.toString() ?? '']));
         if (headers[Headers.tenantId] !== this.tenantId) return;
         this.messages.push({
           partition,

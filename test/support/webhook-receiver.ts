@@ -51,7 +51,16 @@ export class WebhookReceiver {
         const outage = this.down && Date.now() < this.down.until ? this.down.status : undefined;
         const reply: Reply = outage ?? (key ? this.scripts.get(key)?.shift() : undefined) ?? 200;
         const { status, delayMs } = typeof reply === 'number' ? { status: reply, delayMs: 0 } : reply;
-        this.requests.push({ method: req.method!, path: req.url!, headers: req.headers, idempotencyKey: key, raw: text, body, status, at: Date.now() });
+        this.requests.push({
+          method: req.method!,
+          path: req.url!,
+          headers: req.headers,
+          idempotencyKey: key,
+          raw: text,
+          body,
+          status,
+          at: Date.now(),
+        });
         setTimeout(() => {
           if (res.destroyed) return;
           res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ status }));

@@ -119,7 +119,13 @@ describe('the history checker', () => {
     const run = cleanRun();
     const C = '00000000-0000-4000-8000-00000000000c';
     run.snapshot.orders.push({ id: C, status: 'placed' });
-    run.snapshot.outbox.push({ id: '00000000-0000-4000-8000-0000000000b9', sequence: 4, messageKey: B, eventType: 'OrderPlaced', published: true });
+    run.snapshot.outbox.push({
+      id: '00000000-0000-4000-8000-0000000000b9',
+      sequence: 4,
+      messageKey: B,
+      eventType: 'OrderPlaced',
+      published: true,
+    });
     run.history.attempts.push(attempt({ key: 'k2', intent: 'changed', status: 201, orderId: C }));
     const { counts, problems } = check(run.history, run.snapshot, run.kafka);
     expect(counts.duplicated).toBe(3);
@@ -164,7 +170,12 @@ describe('the history checker', () => {
   it('counts an acknowledgement without a receipt as lost and a 2xx receipt without its order', () => {
     const run = cleanRun();
     run.snapshot.receipts = run.snapshot.receipts.filter((r) => r.key !== 'k1');
-    run.snapshot.receipts.push({ operation: 'orders.create', key: 'k7', responseStatus: 201, effectId: '00000000-0000-4000-8000-0000000000ff' });
+    run.snapshot.receipts.push({
+      operation: 'orders.create',
+      key: 'k7',
+      responseStatus: 201,
+      effectId: '00000000-0000-4000-8000-0000000000ff',
+    });
     const { problems } = check(run.history, run.snapshot, run.kafka);
     expect(problems).toEqual(
       expect.arrayContaining([

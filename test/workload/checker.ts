@@ -145,8 +145,10 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
       problem('lost', `${id} was acknowledged (${status}) but has no receipt`);
       continue;
     }
-    if (receipt.responseStatus !== status) problem('wrongAnswers', `${id} answered ${status}, its receipt stores ${receipt.responseStatus}`);
-    if ((status === 201 || status === 200) && orderId && !orders.has(orderId)) problem('lost', `${id} acknowledged order ${orderId}, which does not exist`);
+    if (receipt.responseStatus !== status)
+      problem('wrongAnswers', `${id} answered ${status}, its receipt stores ${receipt.responseStatus}`);
+    if ((status === 201 || status === 200) && orderId && !orders.has(orderId))
+      problem('lost', `${id} acknowledged order ${orderId}, which does not exist`);
     if (id.startsWith('orders.cancel') && status === 200 && orders.get(orderId ?? '')?.status !== 'cancelled') {
       problem('lost', `${id} acknowledged the cancellation of ${orderId}, which is not cancelled`);
     }
@@ -158,7 +160,10 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
     const ok = receipt.responseStatus === 201 || receipt.responseStatus === 200;
     if (!ok) continue;
     if (!receipt.effectId || !orders.has(receipt.effectId)) {
-      problem('receiptsWithoutEffects', `${receipt.operation} ${receipt.key} stores ${receipt.responseStatus} for ${receipt.effectId}, which does not exist`);
+      problem(
+        'receiptsWithoutEffects',
+        `${receipt.operation} ${receipt.key} stores ${receipt.responseStatus} for ${receipt.effectId}, which does not exist`,
+      );
       continue;
     }
     const tally = receipt.operation === 'orders.create' ? creators : cancellers;
@@ -168,7 +173,8 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
     const created = creators.get(order.id) ?? 0;
     if (created !== 1) problem('duplicated', `order ${order.id} is the effect of ${created} create receipts`);
     const cancelled = cancellers.get(order.id) ?? 0;
-    if (order.status === 'cancelled' && cancelled !== 1) problem('duplicated', `order ${order.id} is cancelled by ${cancelled} cancel receipts`);
+    if (order.status === 'cancelled' && cancelled !== 1)
+      problem('duplicated', `order ${order.id} is cancelled by ${cancelled} cancel receipts`);
     if (order.status !== 'cancelled' && cancelled !== 0) problem('lost', `order ${order.id} has a cancel receipt but is ${order.status}`);
   }
 
@@ -188,7 +194,8 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
     if (of.placed.length < 1) problem('lost', `order ${order.id} has no OrderPlaced in the outbox`);
     if (of.placed.length > 1) problem('duplicated', `order ${order.id} has ${of.placed.length} OrderPlaced rows`);
     if (of.cancelled.length < wantCancelled) problem('lost', `cancelled order ${order.id} has no OrderCancelled in the outbox`);
-    if (of.cancelled.length > wantCancelled) problem('duplicated', `order ${order.id} (${order.status}) has ${of.cancelled.length} OrderCancelled rows`);
+    if (of.cancelled.length > wantCancelled)
+      problem('duplicated', `order ${order.id} (${order.status}) has ${of.cancelled.length} OrderCancelled rows`);
   }
 
   // Kafka: every outbox row at least once; one key on one partition, its events in outbox order.
@@ -205,8 +212,10 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
   }
   for (const [key, of] of events) {
     const sent = [...of.placed, ...of.cancelled].map((id) => firstOffset.get(id)).filter((m): m is KafkaMessage => !!m);
-    if (new Set(sent.map((m) => m.partition)).size > 1) problem('outOfOrder', `the events of ${key} are on partitions ${sent.map((m) => m.partition).join(', ')}`);
-    else if (sent.some((m, i) => i > 0 && m.offset < sent[i - 1].offset)) problem('outOfOrder', `the events of ${key} are on Kafka out of outbox order`);
+    if (new Set(sent.map((m) => m.partition)).size > 1)
+      problem('outOfOrder', `the events of ${key} are on partitions ${sent.map((m) => m.partition).join(', ')}`);
+    else if (sent.some((m, i) => i > 0 && m.offset < sent[i - 1].offset))
+      problem('outOfOrder', `the events of ${key} are on Kafka out of outbox order`);
   }
 
   // Consumers: each event applied once by fulfillment (and seen by the notifier); the effect matches the order.
@@ -246,7 +255,8 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
   for (const delivery of snapshot.webhookDeliveries) {
     deliveries.add(delivery.messageId);
     if (!outboxIds.has(delivery.messageId)) problem('duplicated', `webhook delivery of ${delivery.messageId}, which no outbox row has`);
-    if (delivery.state !== 'delivered') problem('lost', `webhook delivery ${delivery.messageId} is ${delivery.state}${delivery.lastError ? `: ${delivery.lastError}` : ''}`);
+    if (delivery.state !== 'delivered')
+      problem('lost', `webhook delivery ${delivery.messageId} is ${delivery.state}${delivery.lastError ? `: ${delivery.lastError}` : ''}`);
   }
   for (const row of snapshot.outbox) {
     if (!deliveries.has(row.id)) problem('lost', `no webhook delivery of ${row.eventType} ${row.id}`);
@@ -264,7 +274,8 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
   }
   counts.webhookRepeats = [...accepted.values()].reduce((sum, n) => sum + n - 1, 0);
   for (const delivery of snapshot.webhookDeliveries) {
-    if (delivery.state === 'delivered' && !accepted.has(delivery.messageId)) problem('lost', `webhook delivery ${delivery.messageId} recorded as delivered but never accepted`);
+    if (delivery.state === 'delivered' && !accepted.has(delivery.messageId))
+      problem('lost', `webhook delivery ${delivery.messageId} recorded as delivered but never accepted`);
   }
 
   return { counts, problems };

@@ -56,7 +56,15 @@ export async function runWorkload(options: WorkloadOptions): Promise<History> {
   const send = async (action: Action, intent: Intent, fields = action.fields): Promise<Attempt> => {
     const path = action.operation === 'orders.create' ? '/v1/orders' : `/v1/orders/${fields.orderId}/cancel`;
     const body = action.operation === 'orders.create' ? { sku: fields.sku, quantity: fields.quantity } : { reason: fields.reason };
-    const attempt: Attempt = { operation: action.operation, key: action.key, intent, fields, startedAt: Date.now(), endedAt: 0, replayed: false };
+    const attempt: Attempt = {
+      operation: action.operation,
+      key: action.key,
+      intent,
+      fields,
+      startedAt: Date.now(),
+      endedAt: 0,
+      replayed: false,
+    };
     try {
       const reply = await call(agent, `${options.apiUrl()}${path}`, 'POST', timeoutMs, options.apiKey, action.key, body);
       attempt.status = reply.status;

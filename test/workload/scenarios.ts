@@ -72,10 +72,12 @@ export const scenarios: Scenario[] = [
       try {
         const crashing = await stack.fulfillment.start({ CRASH_AFTER_DATABASE_COMMIT: 'true' }, { exitExpected: true });
         const exit = await new Promise<string>((resolve) => {
-          if (crashing.process.exitCode !== null || crashing.process.signalCode !== null) resolve(`${crashing.process.exitCode ?? crashing.process.signalCode}`);
+          if (crashing.process.exitCode !== null || crashing.process.signalCode !== null)
+            resolve(`${crashing.process.exitCode ?? crashing.process.signalCode}`);
           else crashing.process.once('exit', (code, signal) => resolve(`${code ?? signal}`));
         });
-        if (exit !== 'SIGKILL') throw new Error(`the crashing fulfillment ended with ${exit}, not its own SIGKILL:\n${crashing.output().slice(-3000)}`);
+        if (exit !== 'SIGKILL')
+          throw new Error(`the crashing fulfillment ended with ${exit}, not its own SIGKILL:\n${crashing.output().slice(-3000)}`);
       } catch (error) {
         // With a backlog waiting, its first commit (and its SIGKILL) can come before its HTTP port answers.
         if (!/exited before it was live/.test(String(error))) throw error;
@@ -158,9 +160,7 @@ export async function runScenario(stack: WorkloadStack, scenario: Scenario, size
     concurrency: 32,
     ratePerSecond: size.ratePerSecond,
     keepGoing: () => !faultsOver,
-  }).then(
-    (h) => (history = h),
-  );
+  }).then((h) => (history = h));
 
   // The first fault comes early enough to meet load; the rest at random gaps while commands still flow.
   // Commands keep flowing until the last fault is in.

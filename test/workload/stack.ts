@@ -128,7 +128,11 @@ export class WorkloadStack {
       OUTBOX_CLEANUP_INTERVAL_SECONDS: '0',
     });
     this.relays = [new Supervised('outbox-relay', relayEnv), new Supervised('outbox-relay', relayEnv)];
-    this.fulfillment = new Supervised('fulfillment', () => ({ ...common, FULFILLMENT_RETRY_MIN_MS: '50', FULFILLMENT_RETRY_MAX_MS: '1000' }));
+    this.fulfillment = new Supervised('fulfillment', () => ({
+      ...common,
+      FULFILLMENT_RETRY_MIN_MS: '50',
+      FULFILLMENT_RETRY_MAX_MS: '1000',
+    }));
     this.notifier = new Supervised('notifier', () => ({
       ...common,
       WEBHOOK_URL: this.receiver.url,
@@ -174,7 +178,9 @@ export class WorkloadStack {
 
   /** Terminates every session the apps hold in this stack's databases, wherever each one is in its transaction. */
   async terminateBackends(): Promise<number> {
-    const names = [this.dbs.ordersUrl, this.dbs.fulfillmentUrl, this.dbs.notifierUrl].map((url) => decodeURIComponent(new URL(url).pathname.slice(1)));
+    const names = [this.dbs.ordersUrl, this.dbs.fulfillmentUrl, this.dbs.notifierUrl].map((url) =>
+      decodeURIComponent(new URL(url).pathname.slice(1)),
+    );
     const { rows } = await this.admin!.query(
       /* sql */ `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS terminated
        FROM pg_stat_activity WHERE datname = ANY($1) AND application_name = ANY($2) AND pid <> pg_backend_pid()`,
@@ -227,10 +233,22 @@ export class WorkloadStack {
     ]);
     const ids = outbox.map((row) => row.id);
     const [shipments, cancelledMarkers, fulfillmentInbox, notifierInbox, webhookDeliveries] = await Promise.all([
-      q(this.pools.fulfillment, 'SELECT order_id::text AS "orderId", status, message_id::text AS "messageId" FROM shipments WHERE tenant_id = $1', [tenantId]),
+      q(
+        this.pools.fulfillment,
+        'SELECT order_id::text AS "orderId", status, message_id::text AS "messageId" FROM shipments WHERE tenant_id = $1',
+        [tenantId],
+      ),
       q(this.pools.fulfillment, 'SELECT order_id::text AS "orderId" FROM cancelled_orders WHERE tenant_id = $1', [tenantId]),
-      q(this.pools.fulfillment, 'SELECT consumer, message_id::text AS "messageId", outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])', [ids]),
-      q(this.pools.notifier, 'SELECT consumer, message_id::text AS "messageId", outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])', [ids]),
+      q(
+        this.pools.fulfillment,
+        'SELECT consumer, message_id::text AS "messageId", outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])',
+        [ids],
+      ),
+      q(
+        this.pools.notifier,
+        'SELECT consumer, message_id::text AS "messageId", outcome FROM inbox_messages WHERE message_id = ANY($1::uuid[])',
+        [ids],
+      ),
       q(
         this.pools.notifier,
         'SELECT message_id::text AS "messageId", order_id::text AS "orderId", state, last_error AS "lastError" FROM webhook_deliveries WHERE tenant_id = $1',

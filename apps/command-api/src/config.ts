@@ -1,7 +1,12 @@
 import { z } from 'zod';
 import { envFields } from '@app/platform';
 
-const retention = () => z.coerce.number().int().min(1).max(365 * 24 * 3600);
+const retention = () =>
+  z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(365 * 24 * 3600);
 const DAY = 24 * 3600;
 
 export const commandApiConfig = z
@@ -19,7 +24,10 @@ export const commandApiConfig = z
     /** The API never talks to Kafka (the outbox does); behind a load balancer you may not want a broker outage to drain it. */
     READINESS_REQUIRES_KAFKA: envFields.flag(true),
     /** Recorded on every receipt: another region's deployment has its own store and scopes. */
-    SERVICE_REGION: z.string().regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 of a-z, 0-9, -').default('local'),
+    SERVICE_REGION: z
+      .string()
+      .regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 of a-z, 0-9, -')
+      .default('local'),
     IDEMPOTENCY_RETENTION_SECONDS: retention().default(DAY),
     /** Per-operation overrides of IDEMPOTENCY_RETENTION_SECONDS. */
     IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: retention().optional(),

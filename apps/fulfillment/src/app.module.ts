@@ -25,7 +25,13 @@ import { ShipmentsHandler } from './shipments/fulfillment.handler';
   ],
   // Order events into shipments, once per message-id; forgets ids after INBOX_RETENTION_SECONDS.
   providers: [
-    ...inboxConsumer({ name: 'fulfillment', topics: [Topics.orderEvents], contract: orderEventContract, handler: ShipmentsHandler, deadLetterTopic: Topics.deadLetters }),
+    ...inboxConsumer({
+      name: 'fulfillment',
+      topics: [Topics.orderEvents],
+      contract: orderEventContract,
+      handler: ShipmentsHandler,
+      deadLetterTopic: Topics.deadLetters,
+    }),
   ],
 })
 export class AppModule {}

@@ -27,7 +27,13 @@ import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
   // Order events recorded as webhook deliveries, once per message-id (docs/notifier.md); the dispatcher POSTs them.
   providers: [
     WebhookDispatcher,
-    ...inboxConsumer({ name: 'notifier', topics: [Topics.orderEvents], contract: orderEventContract, handler: DeliveryRecorder, deadLetterTopic: Topics.deadLetters }),
+    ...inboxConsumer({
+      name: 'notifier',
+      topics: [Topics.orderEvents],
+      contract: orderEventContract,
+      handler: DeliveryRecorder,
+      deadLetterTopic: Topics.deadLetters,
+    }),
   ],
 })
 export class AppModule {}

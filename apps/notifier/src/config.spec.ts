@@ -26,9 +26,9 @@ describe('notifier webhook configuration', () => {
 
   it('in production: a secret of its own and https, or it does not boot', () => {
     expect(problems({ NODE_ENV: 'production' }).join('\n')).toMatch(/WEBHOOK_SECRET.*required in production/);
-    expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRET: DEVELOPMENT_WEBHOOK_SECRET, WEBHOOK_URL: 'https://example.com/hooks' }).join('\n')).toMatch(
-      /WEBHOOK_SECRET.*development secret/,
-    );
+    expect(
+      problems({ NODE_ENV: 'production', WEBHOOK_SECRET: DEVELOPMENT_WEBHOOK_SECRET, WEBHOOK_URL: 'https://example.com/hooks' }).join('\n'),
+    ).toMatch(/WEBHOOK_SECRET.*development secret/);
     expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRET: secret() }).join('\n')).toMatch(/WEBHOOK_URL.*https/);
     expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRET: secret(), WEBHOOK_URL: 'https://example.com/hooks' })).toEqual([]);
   });

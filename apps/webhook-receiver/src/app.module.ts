@@ -31,7 +31,8 @@ import { WebhookVerifier } from './webhooks/webhook-verifier';
     {
       provide: WebhookVerifier,
       inject: [ConfigService],
-      useFactory: (config: ConfigService<WebhookReceiverConfig, true>) => new WebhookVerifier(config.get('WEBHOOK_RECEIVER_SECRETS', { infer: true })),
+      useFactory: (config: ConfigService<WebhookReceiverConfig, true>) =>
+        new WebhookVerifier(config.get('WEBHOOK_RECEIVER_SECRETS', { infer: true })),
     },
   ],
 })

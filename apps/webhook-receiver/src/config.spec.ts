@@ -65,6 +65,8 @@ describe('webhookReceiverConfig', () => {
   });
 
   it('names the variable when a secret is malformed', () => {
-    expect(problems({ WEBHOOK_RECEIVER_SECRETS: 'whsec_short' })).toEqual([expect.stringMatching(/^WEBHOOK_RECEIVER_SECRETS: must be whsec_ followed by base64/)]);
+    expect(problems({ WEBHOOK_RECEIVER_SECRETS: 'whsec_short' })).toEqual([
+      expect.stringMatching(/^WEBHOOK_RECEIVER_SECRETS: must be whsec_ followed by base64/),
+    ]);
   });
 });

@@ -11,10 +11,7 @@ export interface NewApiClient {
 }
 
 /** Creates a client and returns its key, which exists nowhere else afterwards. Runs in `manager`'s transaction, if any. */
-export async function createApiClient(
-  manager: EntityManager,
-  input: NewApiClient,
-): Promise<{ client: ApiClient; apiKey: string }> {
+export async function createApiClient(manager: EntityManager, input: NewApiClient): Promise<{ client: ApiClient; apiKey: string }> {
   const { apiKey, sha256 } = generateApiKey();
   const id = randomUUID();
   const client = manager.create(ApiClient, {

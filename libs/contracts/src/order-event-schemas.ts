@@ -3,7 +3,9 @@ import { canonicalUuid } from './ids';
 import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventType, OrderEventTypes, OrderPlacedV1 } from './order-events';
 import { isAcceptableText, TEXT_RULE } from './text';
 
-const uuid = z.string().transform((value, ctx) => canonicalUuid(value) ?? (ctx.addIssue({ code: 'custom', message: 'must be a UUID' }), z.NEVER));
+const uuid = z
+  .string()
+  .transform((value, ctx) => canonicalUuid(value) ?? (ctx.addIssue({ code: 'custom', message: 'must be a UUID' }), z.NEVER));
 const text = z.string().refine(isAcceptableText, TEXT_RULE);
 const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 timestamp');
 

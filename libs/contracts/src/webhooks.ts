@@ -23,8 +23,7 @@ export const WebhookTypes: Record<OrderEventType, string> = {
 };
 
 export type OrderWebhook =
-  | { type: 'order.placed'; timestamp: string; data: OrderPlacedV1 }
-  | { type: 'order.cancelled'; timestamp: string; data: OrderCancelledV1 };
+  { type: 'order.placed'; timestamp: string; data: OrderPlacedV1 } | { type: 'order.cancelled'; timestamp: string; data: OrderCancelledV1 };
 
 /**
  * The secret the notifier signs with and the reference receiver accepts when none is configured:
@@ -45,7 +44,8 @@ export function parseWebhookSecrets(value: string): { secrets: string[] } | { pr
     const which = secrets.length > 1 ? `secret ${index + 1}: ` : '';
     if (!secret.startsWith(SECRET_PREFIX)) return { problem: `${which}must start with whsec_ (a Standard Webhooks secret)` };
     const encoded = secret.slice(SECRET_PREFIX.length);
-    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) return { problem: `${which}must be whsec_ followed by base64` };
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0)
+      return { problem: `${which}must be whsec_ followed by base64` };
     const bytes = Buffer.from(encoded, 'base64').length;
     if (bytes < 24 || bytes > 64) return { problem: `${which}must hold 24 to 64 bytes of key (this one has ${bytes})` };
   }

@@ -36,9 +36,7 @@ export interface IdempotentRequest {
   region: string;
 }
 
-export type Claim =
-  | { kind: 'claimed' | 'reclaimed'; expiresAt: Date }
-  | { kind: 'replay'; response: StoredResponse; expiresAt: Date };
+export type Claim = { kind: 'claimed' | 'reclaimed'; expiresAt: Date } | { kind: 'replay'; response: StoredResponse; expiresAt: Date };
 
 const LOCK_NOT_AVAILABLE = '55P03';
 

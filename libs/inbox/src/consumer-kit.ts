@@ -131,7 +131,11 @@ export function inboxConsumer<S extends Record<string, z.ZodType>>(definition: C
           help: 'Messages by what became of them: applied, skipped, duplicate, dead-lettered, dead-letter-refused (in dead_letters only)',
           labelNames: ['outcome'],
         });
-        const lag = new Gauge({ name: `${name}_consumer_lag`, help: 'Messages behind the partition end', labelNames: ['topic', 'partition'] });
+        const lag = new Gauge({
+          name: `${name}_consumer_lag`,
+          help: 'Messages behind the partition end',
+          labelNames: ['topic', 'partition'],
+        });
         return new ConsumerLifecycle(
           new InboxConsumer({
             name,
@@ -151,7 +155,9 @@ export function inboxConsumer<S extends Record<string, z.ZodType>>(definition: C
             sweepIntervalSeconds: get<number>('INBOX_SWEEP_INTERVAL_SECONDS'),
             sessionTimeoutMs: get<number>('KAFKA_SESSION_TIMEOUT_MS'),
             onLag: (topic, partition, behind) => lag.set({ topic, partition: String(partition) }, behind),
-            afterDatabaseCommit: get<boolean | undefined>('CRASH_AFTER_DATABASE_COMMIT') ? () => process.kill(process.pid, 'SIGKILL') : undefined,
+            afterDatabaseCommit: get<boolean | undefined>('CRASH_AFTER_DATABASE_COMMIT')
+              ? () => process.kill(process.pid, 'SIGKILL')
+              : undefined,
           }),
         );
       },

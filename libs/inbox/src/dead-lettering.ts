@@ -23,7 +23,10 @@ export async function pause(ms: number, turn: PartitionTurn): Promise<void> {
   }
 }
 
-type Options = Pick<InboxConsumerOptions, 'name' | 'dataSource' | 'deadLetterTopic' | 'maxAttempts' | 'retryDelayMs' | 'logger' | 'onOutcome'>;
+type Options = Pick<
+  InboxConsumerOptions,
+  'name' | 'dataSource' | 'deadLetterTopic' | 'maxAttempts' | 'retryDelayMs' | 'logger' | 'onOutcome'
+>;
 
 /**
  * Gives up on a message: the dead letter goes to the dead-letter topic, then into `dead_letters` and
@@ -75,7 +78,7 @@ export class DeadLettering {
   private async record(message: InboxMessage, error: string, attempts: number, turn: PartitionTurn): Promise<boolean> {
     const { dataSource, name, maxAttempts, retryDelayMs, logger } = this.options;
     const messageId = message.messageId ?? coordinatesId(message);
-    for (let attempt = 1, waits = 0; turn.stillOurs(); ) {
+    for (let attempt = 1, waits = 0; turn.stillOurs();) {
       try {
         await dataSource.transaction((manager) => recordDeadLetter(manager, name, { ...message, messageId }, error, attempts));
         return true;

@@ -74,8 +74,19 @@ export async function recordDeadLetter(
         dead_lettered_at = now(), redriven_at = NULL
     -- A re-driven message that failed again is open again; a redelivered one (crash before the offset commit) stays as recorded.
     WHERE dead_letters.redriven_at IS NOT NULL`,
-    [consumer, message.messageId, message.topic, message.partition, message.offset, message.key, message.eventType ?? null,
-      JSON.stringify(message.headers), message.value, error, attempts],
+    [
+      consumer,
+      message.messageId,
+      message.topic,
+      message.partition,
+      message.offset,
+      message.key,
+      message.eventType ?? null,
+      JSON.stringify(message.headers),
+      message.value,
+      error,
+      attempts,
+    ],
   );
 }
 

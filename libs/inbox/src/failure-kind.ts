@@ -17,7 +17,9 @@ export class OutsideFailure extends Error {
 /** Wraps what a handler threw in `OutsideFailure` when it only looks like the database's trouble. */
 export function fromHandler(error: unknown): unknown {
   const fromItsManager =
-    error instanceof QueryFailedError || error instanceof QueryRunnerAlreadyReleasedError || error instanceof QueryRunnerProviderAlreadyReleasedError;
+    error instanceof QueryFailedError ||
+    error instanceof QueryRunnerAlreadyReleasedError ||
+    error instanceof QueryRunnerProviderAlreadyReleasedError;
   return !fromItsManager && isDatabaseUnreachable(error) ? new OutsideFailure(error) : error;
 }
 

@@ -176,7 +176,10 @@ export class InboxConsumer {
           // culprit and counts its attempts, and waits out an outage without counting (after which
           // the chunk is worth trying whole again).
           if (failureKind(error) !== 'unreachable') aloneUntil = next + chunk.length;
-          this.options.logger.debug({ consumer: this.options.name, messages: chunk.length, err: error }, 'batch failed; going one message at a time');
+          this.options.logger.debug(
+            { consumer: this.options.name, messages: chunk.length, err: error },
+            'batch failed; going one message at a time',
+          );
         }
       }
       if (!done) {
@@ -201,7 +204,7 @@ export class InboxConsumer {
   private async processAlone(message: InboxMessage, turn: PartitionTurn): Promise<boolean> {
     const { dataSource, name, handler, maxAttempts, retryDelayMs, logger } = this.options;
     if (!message.messageId) return this.deadLetters!.deadLetter(message, 'missing or malformed message-id header', 1, turn);
-    for (let attempt = 1, waits = 0; turn.stillOurs(); ) {
+    for (let attempt = 1, waits = 0; turn.stillOurs();) {
       try {
         const [outcome] = await processOnce(dataSource, name, [message], handler);
         this.settled(outcome, message);

@@ -39,7 +39,8 @@ export function processOnce(
           throw fromHandler(error);
         })
       : [];
-    if (handled.length !== news.length) throw new Error(`the ${consumer} handler returned ${handled.length} outcomes for ${news.length} messages`);
+    if (handled.length !== news.length)
+      throw new Error(`the ${consumer} handler returned ${handled.length} outcomes for ${news.length} messages`);
     const skipped = news.filter((_, i) => handled[i] === 'skipped').map((message) => message.messageId!);
     if (skipped.length) await setOutcome(manager, consumer, skipped, 'skipped');
     let next = 0;
@@ -135,11 +136,10 @@ const FORGETTABLE = /* sql */ `consumer = $1 AND received_at < now() - make_inte
 
 /** How many rows `sweepInbox` would delete now. */
 export async function countForgettable(manager: EntityManager, { consumer, retentionSeconds }: DeclaredRetention): Promise<number> {
-  const { rows } = await queryRows<{ n: string }>(
-    manager,
-    /* sql */ `SELECT count(*) AS n FROM inbox_messages WHERE ${FORGETTABLE}`,
-    [consumer, retentionSeconds],
-  );
+  const { rows } = await queryRows<{ n: string }>(manager, /* sql */ `SELECT count(*) AS n FROM inbox_messages WHERE ${FORGETTABLE}`, [
+    consumer,
+    retentionSeconds,
+  ]);
   return Number(rows[0].n);
 }
 

@@ -19,7 +19,10 @@ export type ConsumedEvent<S extends Record<string, z.ZodType>> = {
  * versions first). A payload that is not JSON, fails its type's schema, or names another tenant than
  * the `tenant-id` header is malformed: retrying cannot help, so it is dead-lettered at once.
  */
-export function readEvent<S extends Record<string, z.ZodType>>(message: InboxMessage, contract: EventContract<S>): ConsumedEvent<S> | undefined {
+export function readEvent<S extends Record<string, z.ZodType>>(
+  message: InboxMessage,
+  contract: EventContract<S>,
+): ConsumedEvent<S> | undefined {
   const type = message.eventType;
   const version = Number(message.headers[Headers.eventVersion] ?? '1');
   if (type === undefined || !Object.hasOwn(contract.schemas, type) || version > contract.version) return undefined;
@@ -31,7 +34,9 @@ export function readEvent<S extends Record<string, z.ZodType>>(message: InboxMes
   }
   const parsed = contract.schemas[type].safeParse(json);
   if (!parsed.success) {
-    throw new MalformedMessage(`payload is not a ${type}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'payload'} ${i.message}`).join('; ')}`);
+    throw new MalformedMessage(
+      `payload is not a ${type}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'payload'} ${i.message}`).join('; ')}`,
+    );
   }
   const event = parsed.data as { tenantId?: unknown };
   if (event && typeof event === 'object' && 'tenantId' in event && event.tenantId !== message.headers[Headers.tenantId]) {

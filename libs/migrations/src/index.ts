@@ -15,7 +15,14 @@ import { CreateReceivedWebhooks1764720000500 } from './receiver/1764720000500-cr
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
 export const migrationSets = {
-  orders: [CreateOrders1764720000000, CreateApiClientsReceiptsOutbox1764720000001, CreateOutboxReplays1764720000020, IndexOrdersByTime1764720000030, NotifyApiClientChanges1764720000040, NotifyOutboxInserts1764720000045],
+  orders: [
+    CreateOrders1764720000000,
+    CreateApiClientsReceiptsOutbox1764720000001,
+    CreateOutboxReplays1764720000020,
+    IndexOrdersByTime1764720000030,
+    NotifyApiClientChanges1764720000040,
+    NotifyOutboxInserts1764720000045,
+  ],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],
   /** The reference webhook receiver's own database (apps/webhook-receiver), standing in for a downstream team's. */

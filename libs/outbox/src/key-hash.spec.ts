@@ -19,7 +19,10 @@ describe('keyHash', () => {
 
   it('spreads uuid keys evenly enough across shards', () => {
     const counts = new Array(16).fill(0);
-    fc.assert(fc.property(fc.uuid(), (key) => void counts[shardOf(key, 16)]++), { numRuns: 16_000 });
+    fc.assert(
+      fc.property(fc.uuid(), (key) => void counts[shardOf(key, 16)]++),
+      { numRuns: 16_000 },
+    );
     expect(Math.min(...counts)).toBeGreaterThan(800);
     expect(Math.max(...counts)).toBeLessThan(1200);
   });

@@ -14,7 +14,13 @@ export interface RelayInstance {
 
 /** The relay instances that announced themselves (`outbox_relay_instances`), most recent heartbeat first. */
 export async function relayInstances(manager: EntityManager): Promise<RelayInstance[]> {
-  const { rows } = await queryRows<{ instance_id: string; shards: number[]; started_at: Date; heartbeat_age: number; last_publish_at: Date | null }>(
+  const { rows } = await queryRows<{
+    instance_id: string;
+    shards: number[];
+    started_at: Date;
+    heartbeat_age: number;
+    last_publish_at: Date | null;
+  }>(
     manager,
     /* sql */ `
     SELECT instance_id, shards, started_at, extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age, last_publish_at

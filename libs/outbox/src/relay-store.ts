@@ -111,7 +111,10 @@ export async function countPublishedBefore(manager: EntityManager, retentionSeco
  * Deletes published rows older than `retentionSeconds`, `batchSize` at a time, each batch its own
  * statement. The retention must cover the longest replay an operator may need.
  */
-export async function deletePublishedBefore(manager: EntityManager, { retentionSeconds, ...batches }: { retentionSeconds: number } & BatchedDelete): Promise<number> {
+export async function deletePublishedBefore(
+  manager: EntityManager,
+  { retentionSeconds, ...batches }: { retentionSeconds: number } & BatchedDelete,
+): Promise<number> {
   return deleteInBatches(
     manager,
     /* sql */ `

@@ -32,7 +32,11 @@ export class RateLimits {
     const unauthenticatedRequests = config.get('RATE_LIMIT_UNAUTHENTICATED_REQUESTS', { infer: true });
     if (clientRequests > 0) this.perClient = new RateLimiterMemory({ keyPrefix: 'client', points: clientRequests, duration: this.window });
     if (unauthenticatedRequests > 0) {
-      this.unauthenticated = new RateLimiterMemory({ keyPrefix: 'unauthenticated', points: unauthenticatedRequests, duration: this.window });
+      this.unauthenticated = new RateLimiterMemory({
+        keyPrefix: 'unauthenticated',
+        points: unauthenticatedRequests,
+        duration: this.window,
+      });
     }
     this.policy = `"client";q=${clientRequests};w=${this.window}`;
   }

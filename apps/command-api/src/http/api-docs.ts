@@ -19,7 +19,8 @@ const wwwAuthenticate = { 'WWW-Authenticate': { description: 'Bearer', schema: {
 const rateLimit = {
   ...retryAfter,
   'RateLimit-Policy': {
-    description: 'The client\'s budget (IETF draft-ietf-httpapi-ratelimit-headers): `"client";q=<requests>;w=<seconds>`. On every authenticated answer.',
+    description:
+      'The client\'s budget (IETF draft-ietf-httpapi-ratelimit-headers): `"client";q=<requests>;w=<seconds>`. On every authenticated answer.',
     schema: { type: 'string' },
   },
   RateLimit: {
@@ -48,7 +49,7 @@ export const ApiAuthenticatedResponses = () =>
     problem(403, 'The client is not allowed this operation.'),
     problem(
       429,
-      'Over budget: this client\'s requests per window, or (before any lookup) requests with a missing or invalid key from ' +
+      "Over budget: this client's requests per window, or (before any lookup) requests with a missing or invalid key from " +
         'this address. Nothing was done; retry after Retry-After seconds. Budgets count per API instance.',
       rateLimit,
     ),

@@ -17,7 +17,8 @@ export function nestsDeeperThan(json: Buffer, max: number): boolean {
   for (let i = 0; i < json.length; i++) {
     const byte = json[i];
     if (inString) {
-      if (byte === 0x5c) i++; // backslash: skip the escaped character
+      if (byte === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (byte === 0x22) inString = false;
     } else if (byte === 0x22) {
       inString = true;

@@ -25,7 +25,7 @@ export class ShipmentsHandler implements EventHandler<typeof orderEventSchemas> 
   async handle(manager: EntityManager, events: OrderEvent[]): Promise<void> {
     // Consecutive events of one type are applied together, and the runs in partition order, so an
     // order's OrderCancelled behind its OrderPlaced in one batch still finds the shipment (and ahead of it, leaves the marker).
-    for (let start = 0; start < events.length; ) {
+    for (let start = 0; start < events.length;) {
       let end = start + 1;
       while (end < events.length && events[end].type === events[start].type) end++;
       const run = events.slice(start, end);

@@ -37,13 +37,24 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     return timedOut
       ? { result: 'timeout', verdict: 'retry', statusCode: null, error: `no answer within ${timeoutMs} ms` }
-      : { result: 'error', verdict: 'retry', statusCode: null, error: `POST failed: ${cause?.code ?? cause?.message ?? (error as Error).message}` };
+      : {
+          result: 'error',
+          verdict: 'retry',
+          statusCode: null,
+          error: `POST failed: ${cause?.code ?? cause?.message ?? (error as Error).message}`,
+        };
   }
   const status = response.status;
   const result = `${Math.floor(status / 100)}xx` as AttemptResult;
   if (status >= 200 && status < 300) return { result, verdict: 'delivered', statusCode: status };
   if (status >= 500 || RETRYABLE_4XX.has(status)) {
-    return { result, verdict: 'retry', statusCode: status, error: `receiver answered ${status}`, retryAfterMs: retryAfter(response.headers.get('retry-after')) };
+    return {
+      result,
+      verdict: 'retry',
+      statusCode: status,
+      error: `receiver answered ${status}`,
+      retryAfterMs: retryAfter(response.headers.get('retry-after')),
+    };
   }
   return { result, verdict: 'refused', statusCode: status, error: `receiver answered ${status}; not retried` };
 }

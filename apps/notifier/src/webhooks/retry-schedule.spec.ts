@@ -20,14 +20,18 @@ describe('parseRetrySchedule', () => {
 describe('nextRetryDelay', () => {
   it('follows the schedule within ±10 % and ends when it is spent', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 1, max: 10_000_000 }), { minLength: 1, maxLength: 10 }), fc.double({ min: 0, max: 1, noNaN: true }), (schedule, r) => {
-        schedule.forEach((step, i) => {
-          const delay = nextRetryDelay(schedule, i + 1, () => r)!;
-          expect(delay).toBeGreaterThanOrEqual(Math.floor(step * 0.9));
-          expect(delay).toBeLessThanOrEqual(Math.ceil(step * 1.1));
-        });
-        expect(nextRetryDelay(schedule, schedule.length + 1, () => r)).toBeUndefined();
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 10_000_000 }), { minLength: 1, maxLength: 10 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (schedule, r) => {
+          schedule.forEach((step, i) => {
+            const delay = nextRetryDelay(schedule, i + 1, () => r)!;
+            expect(delay).toBeGreaterThanOrEqual(Math.floor(step * 0.9));
+            expect(delay).toBeLessThanOrEqual(Math.ceil(step * 1.1));
+          });
+          expect(nextRetryDelay(schedule, schedule.length + 1, () => r)).toBeUndefined();
+        },
+      ),
     );
   });
 });

@@ -37,7 +37,12 @@ export function settlementOf(
   if (delay === undefined) {
     return { ...base, state: 'dead', retryInMs: null, error: `retry schedule spent after ${attempts} attempts; last: ${outcome.error}` };
   }
-  return { ...base, state: 'pending', retryInMs: Math.max(delay, Math.min(outcome.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS)), error: outcome.error ?? null };
+  return {
+    ...base,
+    state: 'pending',
+    retryInMs: Math.max(delay, Math.min(outcome.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS)),
+    error: outcome.error ?? null,
+  };
 }
 
 /**
@@ -147,7 +152,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     this.inFlight++;
     let outcome: PostOutcome;
     try {
-      outcome = await postWebhook(this.settings.url, this.signer.headers(delivery.messageId, delivery.payload), delivery.payload, this.settings.timeoutMs);
+      outcome = await postWebhook(
+        this.settings.url,
+        this.signer.headers(delivery.messageId, delivery.payload),
+        delivery.payload,
+        this.settings.timeoutMs,
+      );
     } catch (error) {
       outcome = { result: 'error', verdict: 'retry', statusCode: null, error: (error as Error).message };
     }
@@ -155,7 +165,17 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     const settlement = settlementOf(delivery, this.settings.url, outcome, this.settings.schedule);
     this.settledCounter.inc({ outcome: settlement.state === 'pending' ? 'retry' : settlement.state });
     if (settlement.state !== 'delivered') {
-      this.logger.warn({ messageId: delivery.messageId, orderId: delivery.orderId, attempt: delivery.attempts + 1, state: settlement.state, error: settlement.error, retryInMs: settlement.retryInMs }, 'webhook not delivered');
+      this.logger.warn(
+        {
+          messageId: delivery.messageId,
+          orderId: delivery.orderId,
+          attempt: delivery.attempts + 1,
+          state: settlement.state,
+          error: settlement.error,
+          retryInMs: settlement.retryInMs,
+        },
+        'webhook not delivered',
+      );
     } else {
       this.logger.debug({ messageId: delivery.messageId, orderId: delivery.orderId, attempt: delivery.attempts + 1 }, 'webhook delivered');
     }

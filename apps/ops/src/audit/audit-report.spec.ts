@@ -42,7 +42,7 @@ describe('renderReport', () => {
     expect(text).toMatch(/^Audit \(outbox retention 604800 s, grace 30 s\): all 1 checks passed\./);
   });
 
-  it('shows a check\'s notes under its line, passed or not', () => {
+  it("shows a check's notes under its line, passed or not", () => {
     const text = renderReport(
       {
         ok: true,
@@ -52,7 +52,9 @@ describe('renderReport', () => {
             checked: 4,
             mismatches: 0,
             examples: [],
-            notes: [{ note: 'webhook deliveries pending, not a mismatch', pending: 2, oldestPendingAge: '5m 3s', oldestPendingSince: null }],
+            notes: [
+              { note: 'webhook deliveries pending, not a mismatch', pending: 2, oldestPendingAge: '5m 3s', oldestPendingSince: null },
+            ],
           },
         ],
       },

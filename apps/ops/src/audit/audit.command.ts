@@ -76,7 +76,10 @@ export class AuditCommand extends CommandRunner {
     return integerOption('--grace-seconds', value, 0, 86_400);
   }
 
-  @Option({ flags: '--json', description: 'print one line {"ok":bool,"checks":[{"name","checked","mismatches","examples":[...],"hint"?,"notes"?:[...]}]}' })
+  @Option({
+    flags: '--json',
+    description: 'print one line {"ok":bool,"checks":[{"name","checked","mismatches","examples":[...],"hint"?,"notes"?:[...]}]}',
+  })
   parseJson(): boolean {
     return true;
   }

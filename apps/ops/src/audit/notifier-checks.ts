@@ -56,7 +56,13 @@ export async function appliedEventsHaveWebhookDeliveries(notifier: EntityManager
 
 /** How many deliveries wait to be delivered, and for how long the oldest has: not missing, but worth watching. */
 async function pendingNote(notifier: EntityManager): Promise<Note | undefined> {
-  const { rows } = await queryRows<{ pending: number; in_flight: number; retrying: number; oldest_at: Date | null; oldest_age: number | null }>(
+  const { rows } = await queryRows<{
+    pending: number;
+    in_flight: number;
+    retrying: number;
+    oldest_at: Date | null;
+    oldest_age: number | null;
+  }>(
     notifier,
     /* sql */ `
     SELECT count(*)::int AS pending,

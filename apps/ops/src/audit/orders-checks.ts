@@ -139,6 +139,6 @@ export function outboxEventsHaveOrders(manager: EntityManager, limit: number): P
     }),
     'These events describe no committed order of their tenant, yet consumers act on them: find who wrote them before any replay. ' +
       'One keyed by another spelling of its order id (written before ids were canonicalised) may have reached consumers out of order ' +
-      'with its order\'s other events. See docs/audit.md.',
+      "with its order's other events. See docs/audit.md.",
   );
 }

@@ -22,7 +22,10 @@ export class ClientsListCommand extends CommandRunner {
     print(options.json, rows, () =>
       rows.length
         ? rows
-            .map((r) => `${r.clientId}  ${r.tenant}  ${r.name}  ${r.operations.join(',')}  ${r.revokedAt ? `revoked ${r.revokedAt}` : 'active'}`)
+            .map(
+              (r) =>
+                `${r.clientId}  ${r.tenant}  ${r.name}  ${r.operations.join(',')}  ${r.revokedAt ? `revoked ${r.revokedAt}` : 'active'}`,
+            )
             .join('\n')
         : 'no clients',
     );

@@ -16,7 +16,10 @@ interface MigrateOptions {
   json?: boolean;
 }
 
-@Command({ name: 'db:migrate', description: 'Apply pending migrations to the orders, fulfillment, notifier and webhook receiver databases' })
+@Command({
+  name: 'db:migrate',
+  description: 'Apply pending migrations to the orders, fulfillment, notifier and webhook receiver databases',
+})
 export class MigrateCommand extends CommandRunner {
   constructor(private readonly config: ConfigService<OpsConfig, true>) {
     super();

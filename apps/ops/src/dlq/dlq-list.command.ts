@@ -78,7 +78,11 @@ export class DlqListCommand extends CommandRunner {
     return true;
   }
 
-  @Option({ flags: '--json', description: 'one JSON line: an array of {consumer, messageId, hasMessageId, eventType, topic, partition, offset, attempts, error, deadLetteredAt, redrivenAt}' })
+  @Option({
+    flags: '--json',
+    description:
+      'one JSON line: an array of {consumer, messageId, hasMessageId, eventType, topic, partition, offset, attempts, error, deadLetteredAt, redrivenAt}',
+  })
   parseJson(): boolean {
     return true;
   }

@@ -49,7 +49,8 @@ export class DlqRedriveCommand extends CommandRunner {
   async run(args: string[], options: RedriveOptions): Promise<void> {
     const messageIds = [...new Set(args.map((id) => canonicalUuid(id) ?? id))];
     if (messageIds.length && options.all) throw new CliError('name message-ids or give --all, not both', ExitCode.usage);
-    if (!messageIds.length && !options.all) throw new CliError('name the message-ids to re-drive (see dlq:list), or give --all', ExitCode.usage);
+    if (!messageIds.length && !options.all)
+      throw new CliError('name the message-ids to re-drive (see dlq:list), or give --all', ExitCode.usage);
     const malformed = messageIds.filter((id) => !canonicalUuid(id));
     if (malformed.length) throw new CliError(`not a message-id (UUID): ${malformed.join(', ')}`, ExitCode.usage);
 
@@ -99,7 +100,9 @@ export class DlqRedriveCommand extends CommandRunner {
     }
     const missing = messageIds.filter((id) => !found.some(({ letter }) => letter.messageId === id));
     if (missing.length) {
-      throw new CliError(`no dead letter ${missing.join(', ')}${options.consumer ? ` of consumer ${options.consumer}` : ''} (see dlq:list)`);
+      throw new CliError(
+        `no dead letter ${missing.join(', ')}${options.consumer ? ` of consumer ${options.consumer}` : ''} (see dlq:list)`,
+      );
     }
     return found.sort((a, b) => a.letter.deadLetteredAt.getTime() - b.letter.deadLetteredAt.getTime());
   }
@@ -209,6 +212,7 @@ function describe(report: RedriveReport): string {
   const lines = report.dryRun
     ? [`Would re-drive ${report.selected.length} dead letter(s) (dry run: nothing changed):`, ...report.selected.map(line)]
     : [`Re-drove ${done.length} dead letter(s) (redrive-id ${report.redriveId}):`, ...done.map(line)];
-  if (report.skipped.length) lines.push(`Skipped ${report.skipped.length}:`, ...report.skipped.map((s) => `  ${s.consumer}  ${s.messageId}: ${s.reason}`));
+  if (report.skipped.length)
+    lines.push(`Skipped ${report.skipped.length}:`, ...report.skipped.map((s) => `  ${s.consumer}  ${s.messageId}: ${s.reason}`));
   return lines.join('\n');
 }

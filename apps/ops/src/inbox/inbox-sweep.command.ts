@@ -32,10 +32,19 @@ export class InboxSweepCommand extends CommandRunner {
     );
 
     if (!options.dryRun) {
-      const bar = progress('inbox:sweep', report.reduce((sum, r) => sum + r.eligible, 0), options);
+      const bar = progress(
+        'inbox:sweep',
+        report.reduce((sum, r) => sum + r.eligible, 0),
+        options,
+      );
       try {
         for (const [i, { database, consumer, retentionSeconds }] of consumers.entries()) {
-          report[i].deleted = await sweepInbox(database.manager, { consumer, retentionSeconds, maxBatches: Infinity, onBatch: (n) => bar.increment(n) });
+          report[i].deleted = await sweepInbox(database.manager, {
+            consumer,
+            retentionSeconds,
+            maxBatches: Infinity,
+            onBatch: (n) => bar.increment(n),
+          });
         }
       } finally {
         bar.stop();
@@ -65,7 +74,10 @@ export class InboxSweepCommand extends CommandRunner {
     return true;
   }
 
-  @Option({ flags: '--json', description: 'one JSON line: {dryRun, consumers: [{database, consumer, retentionSeconds, eligible, deleted}]}' })
+  @Option({
+    flags: '--json',
+    description: 'one JSON line: {dryRun, consumers: [{database, consumer, retentionSeconds, eligible, deleted}]}',
+  })
   parseJson(): boolean {
     return true;
   }

@@ -38,7 +38,12 @@ export class OutboxCleanupCommand extends CommandRunner {
     if (!options.dryRun) {
       const bar = progress('outbox:cleanup', eligible, options);
       try {
-        deleted = await deletePublishedBefore(manager, { retentionSeconds: olderThanSeconds, batchSize, maxBatches: Infinity, onBatch: (n) => bar.increment(n) });
+        deleted = await deletePublishedBefore(manager, {
+          retentionSeconds: olderThanSeconds,
+          batchSize,
+          maxBatches: Infinity,
+          onBatch: (n) => bar.increment(n),
+        });
       } finally {
         bar.stop();
       }

@@ -75,18 +75,45 @@ export class OutboxReplayCommand extends CommandRunner {
     const plan = await this.plan(manager, options);
     const counts = await countSelection(manager, plan.selection);
     const warnings = this.outboxRetentionWarnings(plan.selection);
-    const guard = counts.total ? await checkGuard(manager, await this.consumerDatabases.all(), plan.selection, { force: plan.force }) : null;
+    const guard = counts.total
+      ? await checkGuard(manager, await this.consumerDatabases.all(), plan.selection, { force: plan.force })
+      : null;
     for (const warning of warnings) process.stderr.write(`ops: warning: ${warning}\n`);
     if (guard?.verdict === 'forced') {
-      process.stderr.write(`ops: WARNING: --force overrides the consumers' dedupe window: ${guard.reason!.replace(/^refusing to replay: /, '')}\n`);
+      process.stderr.write(
+        `ops: WARNING: --force overrides the consumers' dedupe window: ${guard.reason!.replace(/^refusing to replay: /, '')}\n`,
+      );
     }
-    const summary = { replayId: plan.replayId, dryRun: options.dryRun ?? false, forced: guard?.verdict === 'forced' || plan.storedForced, resumed: plan.resumed };
+    const summary = {
+      replayId: plan.replayId,
+      dryRun: options.dryRun ?? false,
+      forced: guard?.verdict === 'forced' || plan.storedForced,
+      resumed: plan.resumed,
+    };
 
     if (options.dryRun || !counts.total) {
       const finished = !counts.total && plan.replayId !== null && !options.dryRun;
       if (finished) await finishReplay(manager, plan.replayId!);
-      print(options.json, { ...summary, finished, selected: counts.total, published: 0, byTopic: counts.byTopic, byTenant: counts.byTenant, guard: guardSummary(guard), warnings }, () =>
-        [options.dryRun ? `Dry run: ${counts.total} published outbox row(s) selected; nothing published.` : 'Nothing to replay: no published outbox row matches.', ...countLines(counts), ...guardLines(guard)].join('\n'),
+      print(
+        options.json,
+        {
+          ...summary,
+          finished,
+          selected: counts.total,
+          published: 0,
+          byTopic: counts.byTopic,
+          byTenant: counts.byTenant,
+          guard: guardSummary(guard),
+          warnings,
+        },
+        () =>
+          [
+            options.dryRun
+              ? `Dry run: ${counts.total} published outbox row(s) selected; nothing published.`
+              : 'Nothing to replay: no published outbox row matches.',
+            ...countLines(counts),
+            ...guardLines(guard),
+          ].join('\n'),
       );
       if (guard?.verdict === 'refused') throw new CliError(guard.reason!);
       return;
@@ -102,7 +129,13 @@ export class OutboxReplayCommand extends CommandRunner {
       for (const topic of publisher.createdTopics) process.stderr.write(`ops: created missing topic ${topic}\n`);
       const replayId = plan.replayId ?? randomUUID();
       if (!plan.replayId) {
-        await createReplay(manager, { id: replayId, filters: plan.selection, selectedAt: plan.selection.selectedAt, selected: counts.total, forced: summary.forced });
+        await createReplay(manager, {
+          id: replayId,
+          filters: plan.selection,
+          selectedAt: plan.selection.selectedAt,
+          selected: counts.total,
+          forced: summary.forced,
+        });
         await lockReplay(manager, replayId);
       } else if (summary.forced && !plan.storedForced) {
         await markForced(manager, replayId);
@@ -123,9 +156,15 @@ export class OutboxReplayCommand extends CommandRunner {
         warnings,
       };
       print(options.json, result, () =>
-        [`Replay ${replayId}: published ${run.published.total} of ${counts.total} message(s); ${run.end === 'finished' ? 'finished' : 'NOT finished'}.`, ...countLines(run.published)].join('\n'),
+        [
+          `Replay ${replayId}: published ${run.published.total} of ${counts.total} message(s); ${run.end === 'finished' ? 'finished' : 'NOT finished'}.`,
+          ...countLines(run.published),
+        ].join('\n'),
       );
-      if (run.end !== 'finished') throw new CliError(`${run.end}: replay ${replayId} stopped after sequence ${plan.selection.afterSequence ?? '(none)'}; ${resumeHint(replayId)}`);
+      if (run.end !== 'finished')
+        throw new CliError(
+          `${run.end}: replay ${replayId} stopped after sequence ${plan.selection.afterSequence ?? '(none)'}; ${resumeHint(replayId)}`,
+        );
     } finally {
       await publisher.close();
     }
@@ -136,9 +175,20 @@ export class OutboxReplayCommand extends CommandRunner {
     if (options.resume) {
       const stored = await findReplay(manager, options.resume);
       if (!stored) throw new CliError(`no replay ${options.resume} (outbox_replays)`);
-      if (stored.finishedAt) throw new CliError(`replay ${stored.id} finished at ${stored.finishedAt.toISOString()}; nothing to resume (start a new replay instead)`);
-      if (!options.dryRun && !(await lockReplay(manager, stored.id))) throw new CliError(`replay ${stored.id} is running in another process`);
-      return { replayId: stored.id, resumed: true, selection: stored.selection, force: stored.forced || !!options.force, storedForced: stored.forced, publishedBefore: stored.published };
+      if (stored.finishedAt)
+        throw new CliError(
+          `replay ${stored.id} finished at ${stored.finishedAt.toISOString()}; nothing to resume (start a new replay instead)`,
+        );
+      if (!options.dryRun && !(await lockReplay(manager, stored.id)))
+        throw new CliError(`replay ${stored.id} is running in another process`);
+      return {
+        replayId: stored.id,
+        resumed: true,
+        selection: stored.selection,
+        force: stored.forced || !!options.force,
+        storedForced: stored.forced,
+        publishedBefore: stored.published,
+      };
     }
     const { rows } = await queryRows<{ now: Date }>(manager, /* sql */ `SELECT now() AS now`);
     const filters: ReplayFilters = {
@@ -150,7 +200,14 @@ export class OutboxReplayCommand extends CommandRunner {
       tenantId: options.tenant ?? null,
       messageKey: options.aggregate ?? null,
     };
-    return { replayId: null, resumed: false, selection: { ...filters, selectedAt: rows[0].now, afterSequence: null }, force: !!options.force, storedForced: false, publishedBefore: 0 };
+    return {
+      replayId: null,
+      resumed: false,
+      selection: { ...filters, selectedAt: rows[0].now, afterSequence: null },
+      force: !!options.force,
+      storedForced: false,
+      publishedBefore: 0,
+    };
   }
 
   private outboxRetentionWarnings({ fromTime, selectedAt }: ReplaySelection): string[] {
@@ -170,7 +227,13 @@ export class OutboxReplayCommand extends CommandRunner {
   private async publishAll(
     manager: EntityManager,
     publisher: ReplayPublisher,
-    { replayId, selection, total, guard, options }: { replayId: string; selection: ReplaySelection; total: number; guard: GuardVerdict | null; options: ReplayOptions },
+    {
+      replayId,
+      selection,
+      total,
+      guard,
+      options,
+    }: { replayId: string; selection: ReplaySelection; total: number; guard: GuardVerdict | null; options: ReplayOptions },
   ): Promise<{ published: SelectionCounts; end: 'finished' | 'interrupted' | 'stopped at the dedupe window' }> {
     const published: SelectionCounts = { total: 0, byTopic: {}, byTenant: {} };
     const pacer = new Pacer(options.rate);
@@ -178,12 +241,15 @@ export class OutboxReplayCommand extends CommandRunner {
     // A long replay must not cross a consumer's cut-off while it runs: re-checked per batch, on the database clock.
     const dbClockOffset = Date.now() - (await queryRows<{ now: Date }>(manager, /* sql */ `SELECT now() AS now`)).rows[0].now.getTime();
     const forgotten = (row: ReplayRow) =>
-      guard?.verdict === 'ok' && guard.smallestRetentionSeconds !== null &&
+      guard?.verdict === 'ok' &&
+      guard.smallestRetentionSeconds !== null &&
       row.published_at.getTime() < Date.now() - dbClockOffset - guard.smallestRetentionSeconds * 1000;
     let stopping: NodeJS.Signals | undefined;
     const onSignal = (signal: NodeJS.Signals) => {
       if (stopping) {
-        process.stderr.write(`ops: ${signal} again: exiting now; the batch in flight is published again on resume; ${resumeHint(replayId)}\n`);
+        process.stderr.write(
+          `ops: ${signal} again: exiting now; the batch in flight is published again on resume; ${resumeHint(replayId)}\n`,
+        );
         process.exit(ExitCode.failed);
       }
       stopping = signal;
@@ -205,7 +271,9 @@ export class OutboxReplayCommand extends CommandRunner {
           await publisher.publish(rows, replayId);
         } catch (error) {
           bar.stop();
-          throw new CliError(`publishing failed after ${published.total} message(s) (${(error as Error).message}); nothing was lost, ${resumeHint(replayId)}`);
+          throw new CliError(
+            `publishing failed after ${published.total} message(s) (${(error as Error).message}); nothing was lost, ${resumeHint(replayId)}`,
+          );
         }
         const last = rows[rows.length - 1].sequence;
         await recordProgress(manager, replayId, last, rows.length);
@@ -222,7 +290,10 @@ export class OutboxReplayCommand extends CommandRunner {
     }
   }
 
-  @Option({ flags: '--from <time|sequence>', description: 'first row: an outbox sequence, or an ISO 8601 time (with offset) compared with published_at' })
+  @Option({
+    flags: '--from <time|sequence>',
+    description: 'first row: an outbox sequence, or an ISO 8601 time (with offset) compared with published_at',
+  })
   parseFrom(value: string): ReplayBound {
     return parse.parseBound('--from', value);
   }
@@ -278,7 +349,10 @@ function checkUsage(args: string[], options: ReplayOptions): void {
   if (options.resume) {
     const clashing = (['from', 'to', 'topic', 'tenant', 'aggregate'] as const).filter((flag) => options[flag] !== undefined);
     if (clashing.length) {
-      throw new CliError(`--resume takes the stored range and filters; do not combine it with ${clashing.map((f) => `--${f}`).join(', ')}`, ExitCode.usage);
+      throw new CliError(
+        `--resume takes the stored range and filters; do not combine it with ${clashing.map((f) => `--${f}`).join(', ')}`,
+        ExitCode.usage,
+      );
     }
     return;
   }
@@ -294,12 +368,20 @@ function countLines(counts: SelectionCounts): string[] {
 }
 
 function guardSummary(guard: GuardVerdict | null) {
-  return guard ? { verdict: guard.verdict, consumers: guard.consumers, reason: guard.reason } : { verdict: 'ok', consumers: [], reason: null };
+  return guard
+    ? { verdict: guard.verdict, consumers: guard.consumers, reason: guard.reason }
+    : { verdict: 'ok', consumers: [], reason: null };
 }
 
 function guardLines(guard: GuardVerdict | null): string[] {
   if (!guard) return [];
-  const consumers = guard.consumers.map((c) => `${c.consumer} ${duration(c.retentionSeconds)}, cut-off ${c.cutoff}, ${c.pastRetention} past it`);
-  const verdict = { ok: 'ok, every consumer still remembers these message-ids', refused: 'REFUSED', forced: 'FORCED past the dedupe window' }[guard.verdict];
+  const consumers = guard.consumers.map(
+    (c) => `${c.consumer} ${duration(c.retentionSeconds)}, cut-off ${c.cutoff}, ${c.pastRetention} past it`,
+  );
+  const verdict = {
+    ok: 'ok, every consumer still remembers these message-ids',
+    refused: 'REFUSED',
+    forced: 'FORCED past the dedupe window',
+  }[guard.verdict];
   return [`Guard: ${verdict}`, ...consumers.map((line) => `  consumer ${line}`)];
 }

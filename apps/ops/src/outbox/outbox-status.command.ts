@@ -93,7 +93,9 @@ function describe(status: OutboxStatus): string {
   if (status.parked.length) {
     lines.push(`Parked (oldest ${status.parked.length} of ${backlog.parked}; each holds back the later events of its key):`);
     for (const row of status.parked) {
-      lines.push(`  ${row.id}  ${row.topic}  key ${row.key}  ${row.eventType}  parked ${row.parkedAt}  attempts ${row.attempts}: ${row.lastError ?? ''}`);
+      lines.push(
+        `  ${row.id}  ${row.topic}  key ${row.key}  ${row.eventType}  parked ${row.parkedAt}  attempts ${row.attempts}: ${row.lastError ?? ''}`,
+      );
     }
   }
   return lines.join('\n');

@@ -42,7 +42,10 @@ export async function checkGuard(
       consumers.push({ consumer, database: database.name, retentionSeconds, cutoff: cutoff.toISOString(), pastRetention });
     }
   }
-  const reason = refusal(consumers, consumerDatabases.map((database) => database.name));
+  const reason = refusal(
+    consumers,
+    consumerDatabases.map((database) => database.name),
+  );
   return {
     verdict: reason ? (force ? 'forced' : 'refused') : 'ok',
     consumers,
@@ -58,7 +61,8 @@ function refusal(consumers: ConsumerCutoff[], databases: string[]): string | nul
   const past = consumers.filter((c) => c.pastRetention > 0);
   if (!past.length) return null;
   const clauses = past.map(
-    (c) => `consumer "${c.consumer}" (inbox retention ${c.retentionSeconds} s) forgets message-ids published before ${c.cutoff}, and ${c.pastRetention} selected row(s) are older`,
+    (c) =>
+      `consumer "${c.consumer}" (inbox retention ${c.retentionSeconds} s) forgets message-ids published before ${c.cutoff}, and ${c.pastRetention} selected row(s) are older`,
   );
   return `refusing to replay: ${clauses.join('; ')}: they would apply again. Narrow the range (--from), or pass --force if applying them again is intended`;
 }

@@ -18,8 +18,20 @@ export class ReplayPublisher {
   ) {}
 
   /** Connects, and first creates the topics that are missing (a topic recreated after data loss). */
-  static async connect({ brokers, partitions, topics }: { brokers: string[]; partitions: number; topics: string[] }): Promise<ReplayPublisher> {
-    const kafka = createKafka({ brokers, clientId: 'ops-outbox-replay', retry: { retries: 5, initialRetryTime: 300, maxRetryTime: 5_000 } });
+  static async connect({
+    brokers,
+    partitions,
+    topics,
+  }: {
+    brokers: string[];
+    partitions: number;
+    topics: string[];
+  }): Promise<ReplayPublisher> {
+    const kafka = createKafka({
+      brokers,
+      clientId: 'ops-outbox-replay',
+      retry: { retries: 5, initialRetryTime: 300, maxRetryTime: 5_000 },
+    });
     try {
       const created = await ensureTopics(kafka, topics, partitions);
       const producer = orderedProducer(kafka, { retries: 5, initialRetryTime: 300, maxRetryTime: 5_000 });

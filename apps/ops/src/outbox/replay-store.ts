@@ -31,7 +31,13 @@ interface ReplayRecord {
 /** Records a replay before its first message goes out, so even a crash in the first batch can be resumed. */
 export async function createReplay(
   manager: EntityManager,
-  { id, filters, selectedAt, selected, forced }: { id: string; filters: ReplayFilters; selectedAt: Date; selected: number; forced: boolean },
+  {
+    id,
+    filters,
+    selectedAt,
+    selected,
+    forced,
+  }: { id: string; filters: ReplayFilters; selectedAt: Date; selected: number; forced: boolean },
 ): Promise<void> {
   await queryRows(
     manager,
@@ -39,8 +45,19 @@ export async function createReplay(
     INSERT INTO outbox_replays (id, from_sequence, to_sequence, from_time, to_time, topic, tenant_id, message_key,
                                 selected_at, selected, forced)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-    [id, filters.fromSequence, filters.toSequence, filters.fromTime, filters.toTime, filters.topic, filters.tenantId,
-      filters.messageKey, selectedAt, selected, forced],
+    [
+      id,
+      filters.fromSequence,
+      filters.toSequence,
+      filters.fromTime,
+      filters.toTime,
+      filters.topic,
+      filters.tenantId,
+      filters.messageKey,
+      selectedAt,
+      selected,
+      forced,
+    ],
   );
 }
 

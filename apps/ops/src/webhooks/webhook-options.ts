@@ -60,7 +60,8 @@ export function retrySelection(args: string[], options: RetryOptions): RetrySele
     if (options.redeliver) throw new CliError('--redeliver applies to named message-ids only', ExitCode.usage);
     return { allDead: true, tenant: options.tenant };
   }
-  if (options.tenant !== undefined) throw new CliError('--tenant narrows --all-dead; named message-ids are taken as they are', ExitCode.usage);
+  if (options.tenant !== undefined)
+    throw new CliError('--tenant narrows --all-dead; named message-ids are taken as they are', ExitCode.usage);
   return { messageIds: parseMessageIds(args), redeliver: options.redeliver ?? false };
 }
 
@@ -73,7 +74,7 @@ export function deadLetterSelection(args: string[], options: DeadLetterOptions):
   if (!args.length) throw new CliError('name the message-ids of the deliveries to give up (see webhooks:list)', ExitCode.usage);
   const messageIds = parseMessageIds(args);
   if (options.reason === undefined) {
-    throw new CliError('--reason <text> is required: it is kept as the delivery\'s last error', ExitCode.usage);
+    throw new CliError("--reason <text> is required: it is kept as the delivery's last error", ExitCode.usage);
   }
   return { messageIds, reason: options.reason };
 }

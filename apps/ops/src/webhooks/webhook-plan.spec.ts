@@ -40,7 +40,10 @@ describe('webhooks:retry plan', () => {
   });
 
   it('changes nothing when one named id is unknown, delivered or in flight', () => {
-    const named = (ids: string[], rows: DeliveryRecord[], redeliver = false) => () => planRetry(rows, { messageIds: ids, redeliver });
+    const named =
+      (ids: string[], rows: DeliveryRecord[], redeliver = false) =>
+      () =>
+        planRetry(rows, { messageIds: ids, redeliver });
     expect(refused(named(['a', 'x', 'y'], [row('a', 'dead')]))).toBe('no webhook delivery x, y (see webhooks:list); nothing changed');
     expect(refused(named(['a', 'b'], [row('a', 'dead'), row('b', 'delivered')]))).toBe(
       'refused, nothing retried: b: already delivered at 2026-12-03T10:00:00.000Z (HTTP 204): a retry would POST it again; ' +

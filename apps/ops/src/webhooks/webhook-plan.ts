@@ -63,7 +63,12 @@ export function deadLetterRefusal(row: DeliveryRecord): string | undefined {
  * Named ids are all or nothing: an unknown id or a refusal fails the whole command (nothing changes),
  * so a typo never leaves half of a list done. For every dead one (--all-dead), refusals are skipped.
  */
-function plan(rows: DeliveryRecord[], named: string[] | undefined, refusal: (row: DeliveryRecord) => string | undefined, what: string): Plan {
+function plan(
+  rows: DeliveryRecord[],
+  named: string[] | undefined,
+  refusal: (row: DeliveryRecord) => string | undefined,
+  what: string,
+): Plan {
   const unknown = (named ?? []).filter((id) => !rows.some((row) => row.messageId === id));
   if (unknown.length) throw new CliError(`no webhook delivery ${unknown.join(', ')} (see webhooks:list); nothing changed`);
   const refused = rows.flatMap((row) => {

@@ -25,7 +25,11 @@ export class WebhooksDeadLetterCommand extends CommandRunner {
     const { manager } = await this.databases.get('notifier');
     const report = await manager.transaction(async (tx): Promise<DeadLetterReport> => {
       const plan = planDeadLetter(await lockDeliveries(tx, messageIds), messageIds);
-      const dead = await deadLetterDeliveries(tx, plan.change.map((row) => row.messageId), reason);
+      const dead = await deadLetterDeliveries(
+        tx,
+        plan.change.map((row) => row.messageId),
+        reason,
+      );
       return {
         reason,
         deadLettered: plan.change.map((row) => ({
@@ -41,7 +45,9 @@ export class WebhooksDeadLetterCommand extends CommandRunner {
     print(options.json, report, () =>
       [
         `Gave up ${report.deadLettered.length} webhook delivery(ies) (${reason}):`,
-        ...report.deadLettered.map((d) => `  ${d.messageId}  ${d.eventType}  tenant ${d.tenant}  order ${d.order}  after ${d.attempts} attempt(s)`),
+        ...report.deadLettered.map(
+          (d) => `  ${d.messageId}  ${d.eventType}  tenant ${d.tenant}  order ${d.order}  after ${d.attempts} attempt(s)`,
+        ),
       ].join('\n'),
     );
   }
@@ -51,7 +57,10 @@ export class WebhooksDeadLetterCommand extends CommandRunner {
     return parseReason(value);
   }
 
-  @Option({ flags: '--json', description: 'one JSON line: {reason, deadLettered: [{messageId, tenant, order, eventType, attempts, deadAt}]}' })
+  @Option({
+    flags: '--json',
+    description: 'one JSON line: {reason, deadLettered: [{messageId, tenant, order, eventType, attempts, deadAt}]}',
+  })
   parseJson(): boolean {
     return true;
   }

@@ -90,9 +90,7 @@ function describe(summary: DeliverySummary, deliveries: Shown[], options: ListOp
   const scope = [options.tenant && `tenant ${options.tenant}`, options.order && `order ${options.order}`].filter(Boolean).join(', ');
   const pending =
     `${summary.pending} pending` +
-    (summary.pending
-      ? ` (${summary.inFlight} in flight, the oldest recorded ${duration(summary.oldestPendingAgeSeconds ?? 0)} ago)`
-      : '');
+    (summary.pending ? ` (${summary.inFlight} in flight, the oldest recorded ${duration(summary.oldestPendingAgeSeconds ?? 0)} ago)` : '');
   const lines = [`Webhook deliveries${scope ? ` of ${scope}` : ''}: ${pending}, ${summary.delivered} delivered, ${summary.dead} dead`];
   if (!deliveries.length) lines.push(options.state ? `none ${options.state}` : 'none');
   for (const row of deliveries) {

@@ -10,7 +10,15 @@ const ALL_LIMIT = 10_000;
 
 interface RetryReport {
   dryRun: boolean;
-  selected: { messageId: string; tenant: string; order: string; eventType: string; from: string; attempts: number; nextAttemptAt: string | null }[];
+  selected: {
+    messageId: string;
+    tenant: string;
+    order: string;
+    eventType: string;
+    from: string;
+    attempts: number;
+    nextAttemptAt: string | null;
+  }[];
   skipped: Refusal[];
 }
 
@@ -29,9 +37,15 @@ export class WebhooksRetryCommand extends CommandRunner {
     const { manager } = await this.databases.get('notifier');
     // One transaction: the rows are locked while judged and changed, and a refusal or an unknown id rolls everything back.
     const report = await manager.transaction(async (tx): Promise<RetryReport> => {
-      const rows = 'messageIds' in selection ? await lockDeliveries(tx, selection.messageIds) : await lockDead(tx, selection.tenant, ALL_LIMIT);
+      const rows =
+        'messageIds' in selection ? await lockDeliveries(tx, selection.messageIds) : await lockDead(tx, selection.tenant, ALL_LIMIT);
       const plan = planRetry(rows, selection);
-      const due = options.dryRun ? new Map<string, Date>() : await retryDeliveries(tx, plan.change.map((row) => row.messageId));
+      const due = options.dryRun
+        ? new Map<string, Date>()
+        : await retryDeliveries(
+            tx,
+            plan.change.map((row) => row.messageId),
+          );
       return {
         dryRun: options.dryRun ?? false,
         selected: plan.change.map((row) => ({
@@ -71,7 +85,8 @@ export class WebhooksRetryCommand extends CommandRunner {
 
   @Option({
     flags: '--json',
-    description: 'one JSON line: {dryRun, selected: [{messageId, tenant, order, eventType, from, attempts, nextAttemptAt}], skipped: [{messageId, reason}]}',
+    description:
+      'one JSON line: {dryRun, selected: [{messageId, tenant, order, eventType, from, attempts, nextAttemptAt}], skipped: [{messageId, reason}]}',
   })
   parseJson(): boolean {
     return true;
@@ -97,7 +112,11 @@ function describe(report: RetryReport, options: RetryOptions): string {
     `  ${s.messageId}  ${s.eventType}  tenant ${s.tenant}  order ${s.order}  ` +
     (s.from === 'pending' ? `pending, attempts ${s.attempts}: due now` : `${s.from} -> pending, attempts ${s.attempts} -> 0, due now`);
   const lines = !report.selected.length
-    ? [options.allDead ? `No dead webhook deliveries${options.tenant ? ` of tenant ${options.tenant}` : ''}: nothing to retry.` : 'Nothing to retry.']
+    ? [
+        options.allDead
+          ? `No dead webhook deliveries${options.tenant ? ` of tenant ${options.tenant}` : ''}: nothing to retry.`
+          : 'Nothing to retry.',
+      ]
     : report.dryRun
       ? [`Would retry ${report.selected.length} webhook delivery(ies) (dry run: nothing changed):`, ...report.selected.map(line)]
       : [`Retried ${report.selected.length} webhook delivery(ies):`, ...report.selected.map(line)];

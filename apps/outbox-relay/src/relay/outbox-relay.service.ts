@@ -118,7 +118,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           await this.closeSession();
         }
         const delay = this.backoff.next();
-        this.logger.warn({ err: error, retryInMs: delay }, kafka ? 'publish failed; rows kept, retrying' : 'database trouble; shards released, retrying');
+        this.logger.warn(
+          { err: error, retryInMs: delay },
+          kafka ? 'publish failed; rows kept, retrying' : 'database trouble; shards released, retrying',
+        );
         // New commits during an outage must not cut the backoff short: only shutdown ends it.
         await this.idle(delay, 'backoff');
       }
@@ -195,7 +198,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const seconds = Number(process.hrtime.bigint() - batch.started) / 1e9;
     this.metrics.batchSeconds.observe(seconds);
     const counts = { claimed: batch.ids.length, published: outcome.published.length, parked: outcome.rejected.length };
-    this.logger.info({ ...counts, shards: this.ownership.shards().length, durationMs: Math.round(seconds * 1000) }, 'outbox batch published');
+    this.logger.info(
+      { ...counts, shards: this.ownership.shards().length, durationMs: Math.round(seconds * 1000) },
+      'outbox batch published',
+    );
     this.ownership.lastPublishAt = new Date();
   }
 

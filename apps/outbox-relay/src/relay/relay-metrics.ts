@@ -28,7 +28,10 @@ export class RelayMetrics {
   constructor(@InjectDataSource() dataSource: DataSource) {
     let snapshot: Promise<Awaited<ReturnType<typeof outboxBacklog>> | undefined> | undefined;
     // One query per scrape serves all three gauges.
-    const read = () => (snapshot ??= outboxBacklog(dataSource.manager).catch(() => undefined).finally(() => setTimeout(() => (snapshot = undefined), 100)));
+    const read = () =>
+      (snapshot ??= outboxBacklog(dataSource.manager)
+        .catch(() => undefined)
+        .finally(() => setTimeout(() => (snapshot = undefined), 100)));
     new Gauge({
       name: 'outbox_backlog_messages',
       help: 'Unpublished outbox rows (parked included)',

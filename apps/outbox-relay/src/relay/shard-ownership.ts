@@ -60,11 +60,10 @@ export class ShardOwnership {
     for (let i = 0; i < this.shardCount && this.owned.size < target; i++) {
       const shard = (start + i) % this.shardCount;
       if (this.owned.has(shard)) continue;
-      const { rows: got } = await queryRows<{ locked: boolean }>(
-        session,
-        /* sql */ `SELECT pg_try_advisory_lock($1, $2) AS locked`,
-        [RELAY_LOCK_CLASS, shard],
-      );
+      const { rows: got } = await queryRows<{ locked: boolean }>(session, /* sql */ `SELECT pg_try_advisory_lock($1, $2) AS locked`, [
+        RELAY_LOCK_CLASS,
+        shard,
+      ]);
       if (got[0].locked) this.owned.add(shard);
     }
     await this.announce(session);

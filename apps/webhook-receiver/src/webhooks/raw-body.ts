@@ -11,7 +11,9 @@ const readRaw = express.raw({ type: () => true, limit: MAX_BODY_BYTES });
  * must not be parsed (and re-serialised) before it is verified. 413 over MAX_BODY_BYTES.
  */
 export async function readRawBody(request: Request, response: Response): Promise<Buffer> {
-  await new Promise<void>((resolve, reject) => readRaw(request, response, (error?: unknown) => (error ? reject(bodyProblem(error)) : resolve())));
+  await new Promise<void>((resolve, reject) =>
+    readRaw(request, response, (error?: unknown) => (error ? reject(bodyProblem(error)) : resolve())),
+  );
   return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
 }
 

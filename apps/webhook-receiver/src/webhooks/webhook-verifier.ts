@@ -36,13 +36,18 @@ export class WebhookVerifier {
       throw new WebhookUnverified(`Missing ${WebhookHeaders.id}, ${WebhookHeaders.timestamp} or ${WebhookHeaders.signature} header.`);
     }
     // It becomes a primary key: bounded well below PostgreSQL's index entry limit.
-    if (webhookId.length < 1 || webhookId.length > MAX_ID_LENGTH) throw new WebhookUnverified(`${WebhookHeaders.id} must be 1 to ${MAX_ID_LENGTH} characters.`);
+    if (webhookId.length < 1 || webhookId.length > MAX_ID_LENGTH)
+      throw new WebhookUnverified(`${WebhookHeaders.id} must be 1 to ${MAX_ID_LENGTH} characters.`);
     // The library reads the timestamp with parseInt, which would take "1700000000abc": require plain digits.
     if (!/^\d{1,15}$/.test(timestamp)) throw new WebhookUnverified(`${WebhookHeaders.timestamp} must be unix seconds.`);
     let refusal = '';
     for (const key of this.keys) {
       try {
-        key.verify(rawBody, { [WebhookHeaders.id]: webhookId, [WebhookHeaders.timestamp]: timestamp, [WebhookHeaders.signature]: signature }, { jsonParse: false });
+        key.verify(
+          rawBody,
+          { [WebhookHeaders.id]: webhookId, [WebhookHeaders.timestamp]: timestamp, [WebhookHeaders.signature]: signature },
+          { jsonParse: false },
+        );
         return { webhookId, signedAt: new Date(Number(timestamp) * 1000) };
       } catch (error) {
         if (!(error instanceof WebhookVerificationError)) throw error;

@@ -12,7 +12,16 @@
 require('reflect-metadata');
 const { randomUUID } = require('node:crypto');
 const {
-  BadRequestException, Body, ConflictException, Controller, Headers, HttpCode, Inject, Module, Post, Res,
+  BadRequestException,
+  Body,
+  ConflictException,
+  Controller,
+  Headers,
+  HttpCode,
+  Inject,
+  Module,
+  Post,
+  Res,
 } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { Idempotent, NodeIdempotencyModule, StorageAdapterEnum } = require('@node-idempotency/nestjs');
@@ -52,9 +61,11 @@ function keyHash(key) {
 function orderFields(body) {
   const { sku, quantity, customerRef = null } = body ?? {};
   const problems = [];
-  if (typeof sku !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(sku)) problems.push('sku must be 1-64 characters of A-Z, a-z, 0-9, ".", "_", "-"');
+  if (typeof sku !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(sku))
+    problems.push('sku must be 1-64 characters of A-Z, a-z, 0-9, ".", "_", "-"');
   if (!Number.isInteger(quantity) || quantity < 1 || quantity > 10000) problems.push('quantity must be an integer from 1 to 10000');
-  if (customerRef !== null && (typeof customerRef !== 'string' || customerRef.length < 1 || customerRef.length > 64)) problems.push('customerRef must be 1-64 characters');
+  if (customerRef !== null && (typeof customerRef !== 'string' || customerRef.length < 1 || customerRef.length > 64))
+    problems.push('customerRef must be 1-64 characters');
   if (problems.length) throw new BadRequestException(problems);
   return { sku, quantity, customerRef };
 }
@@ -79,14 +90,26 @@ async function placeOrder(pool, tenantId, key, fields) {
     const order = rows[0];
     if (!order) throw new ConflictException(`customerRef ${JSON.stringify(fields.customerRef)} already names an order.`);
     const placed = {
-      orderId: order.id, tenantId, sku: order.sku, quantity: order.quantity,
-      customerRef: order.customer_ref, placedAt: order.created_at.toISOString(),
+      orderId: order.id,
+      tenantId,
+      sku: order.sku,
+      quantity: order.quantity,
+      customerRef: order.customer_ref,
+      placedAt: order.created_at.toISOString(),
     };
     await client.query({
       name: 'peer-outbox',
       text: /* sql */ `INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
         VALUES ($1, $2, $3, $4, 'OrderPlaced', 1, $5, $6, $7)`,
-      values: [randomUUID(), ORDER_EVENTS_TOPIC, order.id, keyHash(order.id), tenantId, JSON.stringify(placed), JSON.stringify({ 'idempotency-key': key })],
+      values: [
+        randomUUID(),
+        ORDER_EVENTS_TOPIC,
+        order.id,
+        keyHash(order.id),
+        tenantId,
+        JSON.stringify(placed),
+        JSON.stringify({ 'idempotency-key': key }),
+      ],
     });
     await client.query('COMMIT');
     return order;

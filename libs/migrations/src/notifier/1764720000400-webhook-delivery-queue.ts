@@ -21,7 +21,9 @@ export class WebhookDeliveryQueue1764720000400 implements MigrationInterface {
         ADD COLUMN last_error      text,
         ADD COLUMN created_at      timestamptz NOT NULL DEFAULT now(),
         ADD COLUMN dead_at         timestamptz`);
-    await db.query(/* sql */ `ALTER TABLE webhook_deliveries ALTER COLUMN event_type DROP DEFAULT, ALTER COLUMN state SET DEFAULT 'pending'`);
+    await db.query(
+      /* sql */ `ALTER TABLE webhook_deliveries ALTER COLUMN event_type DROP DEFAULT, ALTER COLUMN state SET DEFAULT 'pending'`,
+    );
     // status_code is the last answer (any status, or none yet); attempts start at 0; delivered_at is set on the 2xx.
     await db.query(/* sql */ `
       ALTER TABLE webhook_deliveries
@@ -37,9 +39,13 @@ export class WebhookDeliveryQueue1764720000400 implements MigrationInterface {
     await db.query(/* sql */ `UPDATE webhook_deliveries SET created_at = delivered_at`);
     // The dispatcher's claim: due pending deliveries, and for each its order's earlier pending ones.
     await db.query(/* sql */ `CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE state = 'pending'`);
-    await db.query(/* sql */ `CREATE INDEX webhook_deliveries_pending_order_idx ON webhook_deliveries (order_id, sequence) WHERE state = 'pending'`);
+    await db.query(
+      /* sql */ `CREATE INDEX webhook_deliveries_pending_order_idx ON webhook_deliveries (order_id, sequence) WHERE state = 'pending'`,
+    );
     await db.query(/* sql */ `CREATE INDEX webhook_deliveries_dead_idx ON webhook_deliveries (dead_at) WHERE state = 'dead'`);
-    await db.query(/* sql */ `CREATE INDEX webhook_deliveries_delivered_idx ON webhook_deliveries (delivered_at) WHERE state = 'delivered'`);
+    await db.query(
+      /* sql */ `CREATE INDEX webhook_deliveries_delivered_idx ON webhook_deliveries (delivered_at) WHERE state = 'delivered'`,
+    );
   }
 
   async down(db: QueryRunner): Promise<void> {

@@ -17,7 +17,12 @@ export const envFields = {
   kafkaBrokers: z
     .string()
     .default('127.0.0.1:9092')
-    .transform((value) => value.split(',').map((broker) => broker.trim()).filter(Boolean))
+    .transform((value) =>
+      value
+        .split(',')
+        .map((broker) => broker.trim())
+        .filter(Boolean),
+    )
     .refine((brokers) => brokers.length > 0 && brokers.every((b) => /^[^\s:]+:\d{1,5}$/.test(b)), {
       message: 'must be a comma-separated list of host:port',
     }),

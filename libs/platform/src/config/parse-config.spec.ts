@@ -51,7 +51,11 @@ describe('parseConfig', () => {
 
   it('reports every bad variable at once, in one message', () => {
     const env = { API_PORT: '-1', KAFKA_BROKERS: ',' };
-    expect(problemsOf(env).map((p) => p.split(':')[0]).sort()).toEqual(['API_PORT', 'KAFKA_BROKERS']);
+    expect(
+      problemsOf(env)
+        .map((p) => p.split(':')[0])
+        .sort(),
+    ).toEqual(['API_PORT', 'KAFKA_BROKERS']);
     expect(() => parseConfig(schema, env)).toThrow(/^Invalid configuration: .*API_PORT.*KAFKA_BROKERS/);
   });
 

@@ -26,7 +26,8 @@ const STATEMENT_SQLSTATE = [
   /^25P04$/, // transaction_timeout
 ];
 const UNREACHABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
-const UNREACHABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection is not established|terminating connection/i;
+const UNREACHABLE_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection is not established|terminating connection/i;
 
 export function sqlState(error: unknown): string | undefined {
   const candidate = error instanceof QueryFailedError ? error.driverError : error;

@@ -15,7 +15,12 @@ export interface BatchedDelete {
  * Each statement commits on its own, so a long sweep never blocks the writers beside it. Returns how
  * many rows were deleted.
  */
-export async function deleteInBatches(db: Queryable, sql: string, params: unknown[], { batchSize = 1_000, maxBatches = Infinity, onBatch }: BatchedDelete = {}): Promise<number> {
+export async function deleteInBatches(
+  db: Queryable,
+  sql: string,
+  params: unknown[],
+  { batchSize = 1_000, maxBatches = Infinity, onBatch }: BatchedDelete = {},
+): Promise<number> {
   let deleted = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
     const { affected } = await queryRows(db, sql, [...params, batchSize]);

@@ -102,7 +102,11 @@ export class HealthController {
   private reportDown(down: Record<string, { message?: string }>): void {
     const now = Object.keys(down).sort().join(',');
     if (now === this.lastDown) return;
-    if (now) this.logger.warn({ down: Object.fromEntries(Object.entries(down).map(([name, info]) => [name, info.message ?? 'down'])) }, `not ready: ${now} down`);
+    if (now)
+      this.logger.warn(
+        { down: Object.fromEntries(Object.entries(down).map(([name, info]) => [name, info.message ?? 'down'])) },
+        `not ready: ${now} down`,
+      );
     else this.logger.log(`ready again: ${this.lastDown} answer`);
     this.lastDown = now;
   }

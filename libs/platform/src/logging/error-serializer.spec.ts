@@ -6,13 +6,21 @@ import { loggingModule } from './logging.module';
 
 function uniqueViolation(): DatabaseError {
   const error = new DatabaseError('duplicate key value violates unique constraint "orders_customer_ref"', 1, 'error');
-  Object.assign(error, { code: '23505', constraint: 'orders_customer_ref', detail: 'Key (tenant_id, customer_ref)=(acme, ref-secret) already exists.' });
+  Object.assign(error, {
+    code: '23505',
+    constraint: 'orders_customer_ref',
+    detail: 'Key (tenant_id, customer_ref)=(acme, ref-secret) already exists.',
+  });
   return error;
 }
 
 describe('serializeError (the err field of every log line)', () => {
   it('keeps the diagnosis of a TypeORM query error and drops its parameters and the conflicting values', () => {
-    const failed = new QueryFailedError('INSERT INTO orders (tenant_id, customer_ref) VALUES ($1, $2)', ['acme', 'ref-secret'], uniqueViolation());
+    const failed = new QueryFailedError(
+      'INSERT INTO orders (tenant_id, customer_ref) VALUES ($1, $2)',
+      ['acme', 'ref-secret'],
+      uniqueViolation(),
+    );
     const logged = serializeError(failed) as Record<string, any>;
     expect(logged).toMatchObject({
       type: 'QueryFailedError',
@@ -29,7 +37,11 @@ describe('serializeError (the err field of every log line)', () => {
     const wrapped = new Error('command failed', { cause: uniqueViolation() });
     expect(JSON.stringify(serializeError(wrapped))).not.toMatch(/ref-secret/);
     expect(JSON.stringify(serializeError(new AggregateError([uniqueViolation()], 'all failed')))).not.toMatch(/ref-secret/);
-    expect(serializeError(new TypeError('boom'))).toMatchObject({ type: 'TypeError', message: 'boom', stack: expect.stringContaining('TypeError') });
+    expect(serializeError(new TypeError('boom'))).toMatchObject({
+      type: 'TypeError',
+      message: 'boom',
+      stack: expect.stringContaining('TypeError'),
+    });
   });
 });
 

@@ -17,11 +17,17 @@ describe('backoff', () => {
 
   it('stays within [min, max] for any attempt, however large', () => {
     fc.assert(
-      fc.property(fc.integer({ min: -5, max: 10_000 }), fc.integer({ min: 1, max: 60_000 }), fc.integer({ min: 0, max: 600_000 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (attempt, minMs, extra, r) => {
-        const delay = backoffDelay(attempt, { minMs, maxMs: minMs + extra, random: () => r });
-        expect(delay).toBeGreaterThanOrEqual(minMs);
-        expect(delay).toBeLessThanOrEqual(minMs + extra);
-      }),
+      fc.property(
+        fc.integer({ min: -5, max: 10_000 }),
+        fc.integer({ min: 1, max: 60_000 }),
+        fc.integer({ min: 0, max: 600_000 }),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (attempt, minMs, extra, r) => {
+          const delay = backoffDelay(attempt, { minMs, maxMs: minMs + extra, random: () => r });
+          expect(delay).toBeGreaterThanOrEqual(minMs);
+          expect(delay).toBeLessThanOrEqual(minMs + extra);
+        },
+      ),
     );
   });
 });

@@ -27,13 +27,7 @@ export class CancelOrderService {
     return runCommand(this.dataSource, idempotent, context, (db) => this.cancel(db, tenantId, orderId, reason, context));
   }
 
-  private async cancel(
-    db: Queryable,
-    tenantId: string,
-    orderId: string,
-    reason: string,
-    context: CommandContext,
-  ): Promise<CommandResult> {
+  private async cancel(db: Queryable, tenantId: string, orderId: string, reason: string, context: CommandContext): Promise<CommandResult> {
     // Another tenant's order is indistinguishable from a missing one.
     const { rows } = await queryRows<OrderRow>(
       db,
@@ -41,7 +35,8 @@ export class CancelOrderService {
       [orderId, tenantId],
     );
     const current = rows[0];
-    if (!current) return { ...problemResponse('ORDER.NOT_FOUND', `No order ${orderId}.`), retentionSeconds: this.policy.notFoundRetentionSeconds };
+    if (!current)
+      return { ...problemResponse('ORDER.NOT_FOUND', `No order ${orderId}.`), retentionSeconds: this.policy.notFoundRetentionSeconds };
     if (current.status === 'cancelled') {
       return problemResponse('ORDER.ALREADY_CANCELLED', `Order ${current.id} was already cancelled.`, {
         order: toOrderResponse(current),
@@ -70,6 +65,13 @@ export class CancelOrderService {
         headers: { traceparent: context.traceparent },
       },
     ]);
-    return { status: 200, headers: {}, body: toOrderResponse(order), effect: { type: 'order', id: order.id }, withReceipt: write, messageIds };
+    return {
+      status: 200,
+      headers: {},
+      body: toOrderResponse(order),
+      effect: { type: 'order', id: order.id },
+      withReceipt: write,
+      messageIds,
+    };
   }
 }

@@ -76,11 +76,10 @@ export class CreateOrderService {
   }
 
   private async customerRefTaken(db: Queryable, tenantId: string, customerRef: string): Promise<CommandResult> {
-    const { rows } = await queryRows<{ id: string }>(
-      db,
-      /* sql */ `SELECT id FROM orders WHERE tenant_id = $1 AND customer_ref = $2`,
-      [tenantId, customerRef],
-    );
+    const { rows } = await queryRows<{ id: string }>(db, /* sql */ `SELECT id FROM orders WHERE tenant_id = $1 AND customer_ref = $2`, [
+      tenantId,
+      customerRef,
+    ]);
     return problemResponse('ORDER.CUSTOMER_REF_USED', `customerRef ${JSON.stringify(customerRef)} already names an order.`, {
       orderId: rows[0]?.id,
     });
