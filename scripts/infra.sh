@@ -48,6 +48,16 @@ port_open() { # host port
   timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null
 }
 
+# Whether host:port speaks Kafka: an ApiVersions (v0) request must come back with its correlation id.
+# A port that is open but serves something else is not a broker to use.
+kafka_answers() { # host port
+  local reply
+  reply="$(timeout 3 bash -c "exec 3<>/dev/tcp/$1/$2 || exit 1
+    printf '\\x00\\x00\\x00\\x0f\\x00\\x12\\x00\\x00\\x00\\x00\\x00\\x01\\x00\\x05probe' >&3
+    head -c 8 <&3 | od -An -tx1" 2>/dev/null | tr -d ' \n')"
+  [[ "${reply:8:8}" == 00000001 ]]
+}
+
 pg_answers() {
   pg_isready -q -h "$PGHOST" -p "$PGPORT" -t 2 >/dev/null 2>&1
 }
@@ -347,6 +357,11 @@ kafka_start_docker() {
     die "Kafka: container started but 127.0.0.1:$KAFKA_PORT does not answer (try: docker compose logs kafka)"
 }
 
+# Whether KAFKA_BROKERS names a cluster other than the local broker this script would run.
+uses_configured_cluster() {
+  [[ -n "${KAFKA_BROKERS:-}" && "$KAFKA_BROKERS" != "127.0.0.1:$KAFKA_PORT" && "$KAFKA_BROKERS" != "localhost:$KAFKA_PORT" ]]
+}
+
 kafka_up() {
   mkdir -p "$CACHE" "$STATE"
   local pid
@@ -361,9 +376,26 @@ kafka_up() {
   fi
   rm -f "$PID_FILE"
 
-  # Another checkout's broker (or one started by hand) already serves this address: use it.
-  if pid="$(foreign_kafka_pid)"; then
-    echo "Kafka: 127.0.0.1:$KAFKA_PORT is served by a broker started elsewhere (pid $pid, $(tr '\0' ' ' <"/proc/$pid/cmdline" | grep -o '[^ ]*server.properties' || echo '?')); using it"
+  # A cluster named by KAFKA_BROKERS is used as it is: nothing is started for it (docs/operations.md).
+  if uses_configured_cluster; then
+    local broker host port
+    for broker in ${KAFKA_BROKERS//,/ }; do
+      host="${broker%:*}" port="${broker##*:}"
+      if kafka_answers "$host" "$port"; then
+        echo "Kafka: using the cluster at $KAFKA_BROKERS (KAFKA_BROKERS; $broker answers)"
+        return 0
+      fi
+    done
+    die "Kafka: no broker of KAFKA_BROKERS=$KAFKA_BROKERS answers (unset it to run a local broker on 127.0.0.1:$KAFKA_PORT)"
+  fi
+
+  # A broker already answering on this address (another checkout's, a container, one started by hand): use it.
+  if kafka_answers 127.0.0.1 "$KAFKA_PORT"; then
+    if pid="$(foreign_kafka_pid)"; then
+      echo "Kafka: 127.0.0.1:$KAFKA_PORT is served by a broker started elsewhere (pid $pid, $(tr '\0' ' ' <"/proc/$pid/cmdline" | grep -o '[^ ]*server.properties' || echo '?')); using it"
+    else
+      echo "Kafka: 127.0.0.1:$KAFKA_PORT already answers as a Kafka broker (started elsewhere); using it"
+    fi
     return 0
   fi
 
@@ -381,12 +413,16 @@ cmd_up() {
   kafka_up
   echo "PostgreSQL: $PGHOST:$PGPORT (databases: $INFRA_DATABASES)"
   local pid
-  if pid="$(kafka_pid)"; then
+  if uses_configured_cluster; then
+    echo "Kafka: $KAFKA_BROKERS (KAFKA_BROKERS, started elsewhere: 'down' here leaves it running)"
+  elif pid="$(kafka_pid)"; then
     echo "Kafka: 127.0.0.1:$KAFKA_PORT (pid $pid, log $(rel "$KAFKA_LOG"))"
   elif pid="$(foreign_kafka_pid)"; then
     echo "Kafka: 127.0.0.1:$KAFKA_PORT (pid $pid, started elsewhere: 'down' here leaves it running)"
-  else
+  elif [[ -f "$DOCKER_MARKER" ]]; then
     echo "Kafka: 127.0.0.1:$KAFKA_PORT (docker compose service kafka, logs: scripts/infra.sh logs)"
+  else
+    echo "Kafka: 127.0.0.1:$KAFKA_PORT (started elsewhere: 'down' here leaves it running)"
   fi
 }
 
