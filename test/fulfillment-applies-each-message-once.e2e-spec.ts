@@ -119,8 +119,9 @@ describe('the fulfillment consumer', () => {
     app = await startCaughtUp();
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     const orderId = randomUUID();
-    // quantity 0 passes the payload checks but violates the shipments table: it fails every time.
-    const poisonId = await produceOrderEvent(producer, placed(tenantId, orderId, 0));
+    // A quantity of 3e9 is a valid OrderPlaced (a positive integer) but out of range for the shipments
+    // table's integer: it fails every time, in the database, so it is retried before it is dead-lettered.
+    const poisonId = await produceOrderEvent(producer, placed(tenantId, orderId, 3_000_000_000));
     const behind = placed(tenantId, orderId); // same key, so the same partition, right behind it
     const behindId = await produceOrderEvent(producer, { ...behind, payload: { ...behind.payload } });
     const malformedId = await produceOrderEvent(producer, { ...placed(tenantId), rawValue: '{not json' });
