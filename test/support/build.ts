@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { testEnv } from './test-env';
+import { baseEnv } from './test-env';
 
 const root = join(__dirname, '..', '..');
 
@@ -9,7 +9,7 @@ const root = join(__dirname, '..', '..');
  * Where the e2e run's one build of apps/ and libs/ goes: git-ignored, and one per test database, so
  * two runs side by side (each with its own TEST_ORDERS_DATABASE_URL) never rebuild under each other.
  */
-export const BUILD_DIR = join(root, '.cache', 'test-build', new URL(testEnv.ordersUrl).pathname.slice(1));
+export const BUILD_DIR = join(root, '.cache', 'test-build', new URL(baseEnv.ordersUrl).pathname.slice(1));
 
 /**
  * Compiles apps/ and libs/ once per run (emit only: ts-jest and `npm run typecheck` check the types),

@@ -3,24 +3,32 @@ import 'tsconfig-paths/register';
 import { Client } from 'pg';
 import { DatabaseName, migrate } from '@app/migrations';
 import { buildForTests } from './build';
-import { testEnv } from './test-env';
+import { baseEnv, workerDatabaseUrl } from './test-env';
 
 /**
- * Builds the apps once for the processes the suites spawn, then recreates the test databases from
- * nothing and migrates them, so every run proves the migrations too.
+ * Builds the apps once for the processes the suites spawn, then recreates every worker's test
+ * databases from nothing and migrates them, so every run proves the migrations too.
  */
-export default async function globalSetup(): Promise<void> {
+export default async function globalSetup(globalConfig: { maxWorkers: number }): Promise<void> {
   buildForTests();
   const databases: [DatabaseName, string][] = [
-    ['orders', testEnv.ordersUrl],
-    ['fulfillment', testEnv.fulfillmentUrl],
-    ['notifier', testEnv.notifierUrl],
-    ['receiver', testEnv.receiverUrl],
+    ['orders', baseEnv.ordersUrl],
+    ['fulfillment', baseEnv.fulfillmentUrl],
+    ['notifier', baseEnv.notifierUrl],
+    ['receiver', baseEnv.receiverUrl],
   ];
-  for (const [name, url] of databases) {
-    await recreate(url);
-    await migrate(name, url);
-  }
+  // One set per worker that has a broker (test-infra.sh starts one per TEST_WORKERS); --runInBand uses the first.
+  let count = 1;
+  while (count < globalConfig.maxWorkers && process.env[`TEST_KAFKA_BROKERS_${count + 1}`]) count++;
+  const workers = Array.from({ length: count }, (_, i) => i + 1);
+  await Promise.all(
+    workers.map(async (worker) => {
+      for (const [name, url] of databases) {
+        await recreate(workerDatabaseUrl(url, worker));
+        await migrate(name, workerDatabaseUrl(url, worker));
+      }
+    }),
+  );
 }
 
 /** Drops and recreates the database of `url` (only one whose name ends in `_test`). */

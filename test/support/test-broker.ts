@@ -40,6 +40,8 @@ export class TestBroker {
   private env(extra: Record<string, string>): NodeJS.ProcessEnv {
     return {
       ...process.env,
+      // Its own address, so that infra.sh starts it rather than using a broker KAFKA_BROKERS names.
+      KAFKA_BROKERS: `127.0.0.1:${this.port}`,
       KAFKA_STATE_DIR: this.dir,
       KAFKA_PORT: String(this.port),
       KAFKA_CONTROLLER_PORT: String(this.controllerPort),
