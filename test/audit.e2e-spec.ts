@@ -12,6 +12,7 @@ import { ensureServiceTopics, skipConsumerBacklog, testKafka } from './support/k
 import { json, ops, OpsRun } from './support/ops-cli';
 import { PrivateDatabases, privateDatabases } from './support/private-stack';
 import { WebhookReceiver } from './support/webhook-receiver';
+import { eventually } from './support/eventually';
 
 const run = promisify(execFile);
 
@@ -66,19 +67,19 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
 
   /** Until every outbox row is published and in both consumers' inboxes. */
   async function consumersCaughtUp(expectedEvents: number): Promise<void> {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
+    const progress = async () => {
       const ids = await outboxIds();
       const { rows } = await orders.query(`SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL`);
       const inboxCount = async (pool: Pool) =>
         (await pool.query(`SELECT count(*)::int AS n FROM inbox_messages WHERE message_id = ANY($1::uuid[])`, [ids])).rows[0].n;
       const [fulfilled, notified] = await Promise.all([inboxCount(fulfillment), inboxCount(notifier)]);
-      if (ids.length === expectedEvents && rows[0].n === 0 && fulfilled === ids.length && notified === ids.length) return;
-      if (Date.now() > deadline) {
-        throw new Error(`consumers not caught up: ${ids.length} events, ${rows[0].n} unpublished, inboxes ${fulfilled}/${notified}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+      return { events: ids.length, unpublished: rows[0].n, fulfilled, notified };
+    };
+    await eventually(
+      progress,
+      (p) => p.events === expectedEvents && p.unpublished === 0 && p.fulfilled === p.events && p.notified === p.events,
+      { timeoutMs: 120_000, intervalMs: 200, what: 'both consumers caught up with every outbox row' },
+    );
   }
 
   async function placeOrder(key: string): Promise<string> {

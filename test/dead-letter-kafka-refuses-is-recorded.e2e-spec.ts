@@ -7,6 +7,7 @@ import { FulfillmentDb } from './support/fulfillment-db';
 import { appMetric, orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { produceOrderEvent } from './support/kafka';
 import { TestBroker } from './support/test-broker';
+import { eventually } from './support/eventually';
 
 /**
  * The dead-letter topic refuses a dead letter for its own sake (larger than its max.message.bytes).
@@ -139,15 +140,12 @@ async function expectGroupCaughtUp(kafka: Kafka): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
+    const behind = async () => {
       const ends = await admin.fetchTopicOffsets(Topics.orderEvents);
       const [committed] = await admin.fetchOffsets({ groupId: 'fulfillment', topics: [Topics.orderEvents] });
-      const behind = ends.filter(({ partition, high }) => committed.partitions.find((p) => p.partition === partition)?.offset !== high);
-      if (!behind.length) return;
-      if (Date.now() > deadline) throw new Error(`partitions not consumed to their end: ${JSON.stringify(behind)}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+      return ends.filter(({ partition, high }) => committed.partitions.find((p) => p.partition === partition)?.offset !== high);
+    };
+    await eventually(behind, (partitions) => partitions.length === 0, { intervalMs: 200, what: 'every partition consumed to its end' });
   } finally {
     await admin.disconnect();
   }

@@ -1,6 +1,7 @@
 import { DataSource } from 'typeorm';
 import { DedicatedSession, postgresOptions } from '@app/platform';
 import { testEnv } from './support/test-env';
+import { eventually } from './support/eventually';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -47,8 +48,7 @@ describe('a dedicated session', () => {
     const first = await DedicatedSession.open(dataSource, { onLost: () => lostEvents++ });
     const pid = await backendPid(first);
     await observer.query('SELECT pg_terminate_backend($1)', [pid]);
-    for (let i = 0; i < 50 && !first.lost; i++) await pause(50);
-    expect(first.lost).toBe(true);
+    await eventually(() => first.lost, Boolean, { timeoutMs: 2_500, intervalMs: 50, what: 'the session noticing it was lost' });
     expect(lostEvents).toBe(1);
 
     const second = await DedicatedSession.open(dataSource);

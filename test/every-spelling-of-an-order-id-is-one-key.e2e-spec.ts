@@ -6,6 +6,7 @@ import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { ensureServiceTopics, testKafka } from './support/kafka';
 import { json, ops } from './support/ops-cli';
 import { ReadMessage, TopicReader } from './support/topic-reader';
+import { eventually } from './support/eventually';
 
 /**
  * How a client may spell one hex digit or hyphen of an order id in a path: as it is, in the other
@@ -174,11 +175,11 @@ describe('one order, one Kafka key, whatever spelling of its id the client used'
     const client = new ApiClientSession(suite.api.url, apiKey);
     const id: string = (await client.createOrder('place', { sku: 'SKU-1', quantity: 1 })).body.id;
     expect((await client.cancelOrder(id.toUpperCase(), 'cancel', { reason: 'replay' })).status).toBe(200);
-    const deadline = Date.now() + 60_000;
-    while ((await outboxRows(id)).filter((row) => row.published_at).length < 2) {
-      if (Date.now() > deadline) throw new Error(`the relay did not publish both events of ${id}: ${JSON.stringify(await outboxRows(id))}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    await eventually(
+      () => outboxRows(id),
+      (rows) => rows.filter((row) => row.published_at).length === 2,
+      { timeoutMs: 60_000, intervalMs: 200, what: `the relay publishing both events of ${id}` },
+    );
 
     const dryRun = json(
       await ops(['outbox:replay', '--from', '0', '--tenant', tenantId, '--aggregate', id.toUpperCase(), '--dry-run', '--force', '--json']),

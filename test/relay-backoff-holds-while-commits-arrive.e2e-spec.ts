@@ -4,6 +4,7 @@ import { sample, scrape } from './support/observe';
 import { OutboxDb } from './support/outbox-db';
 import { privateDatabases } from './support/private-stack';
 import { TestBroker } from './support/test-broker';
+import { eventually } from './support/eventually';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const BACKOFF_MS = 2_000;
@@ -48,8 +49,11 @@ describe('a broker outage while commands keep committing', () => {
   it('keeps its backoff (a NOTIFY per commit does not cut it short), keeps every row, and drains when the broker returns', async () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     await outbox.commit(tenantId, [['warm-up', 0]]);
-    for (let i = 0; i < 100 && (await unpublished(tenantId)) > 0; i++) await pause(100);
-    expect(await unpublished(tenantId)).toBe(0);
+    await eventually(
+      () => unpublished(tenantId),
+      (n) => n === 0,
+      { timeoutMs: 10_000, what: 'the warm-up row published' },
+    );
 
     await broker.stop();
     let n = 0;
@@ -69,7 +73,10 @@ describe('a broker outage while commands keep committing', () => {
     expect(await unpublished(tenantId)).toBe(n);
 
     await broker.start({ keepData: true });
-    for (let i = 0; i < 600 && (await unpublished(tenantId)) > 0; i++) await pause(100);
-    expect(await unpublished(tenantId)).toBe(0);
+    await eventually(
+      () => unpublished(tenantId),
+      (left) => left === 0,
+      { timeoutMs: 60_000, what: 'every row published after the outage' },
+    );
   });
 });

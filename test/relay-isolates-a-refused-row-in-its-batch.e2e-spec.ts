@@ -8,6 +8,7 @@ import { OutboxDb } from './support/outbox-db';
 import { privateDatabases } from './support/private-stack';
 import { LONG_RUN, searchSettings } from './support/search';
 import { TopicReader } from './support/topic-reader';
+import { eventually } from './support/eventually';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const HUGE = { filler: 'x'.repeat(1536 * 1024) }; // over the broker's 1 MiB message.max.bytes
@@ -84,9 +85,11 @@ describe('rows Kafka refuses in the middle of a batch', () => {
           (r: { id: string }) => r.id,
         );
       const arrived = () => new Set(read.messages.map((m) => m.headers[Headers.messageId])).size;
-      for (let i = 0; i < 300 && ((await parked()).length < expected.parked.length || arrived() < expected.published.length); i++) {
-        await pause(100);
-      }
+      await eventually(
+        async () => ({ parked: (await parked()).length, arrived: arrived() }),
+        (seen) => seen.parked >= expected.parked.length && seen.arrived >= expected.published.length,
+        { what: 'the refused rows parked and the others published' },
+      );
       expect((await parked()).sort()).toEqual([...expected.parked].sort());
 
       // Settled: no further attempts and no further messages while the relay keeps polling.

@@ -4,6 +4,7 @@ import { RunningApp, startApp } from './support/apps';
 import { testKafka } from './support/kafka';
 import { OutboxDb } from './support/outbox-db';
 import { messageIds, TopicReader } from './support/topic-reader';
+import { eventually } from './support/eventually';
 
 describe('the outbox relay', () => {
   let relay: RunningApp;
@@ -104,14 +105,11 @@ describe('the outbox relay', () => {
       const [other] = await outbox.commit(tenantId, [['small', 1]]);
 
       await read.until((m) => messageIds(m).includes(other));
-      const deadline = Date.now() + 10_000;
-      let parked: { parked_at: Date | null; last_error: string | null }[] = [];
-      while (Date.now() < deadline) {
-        parked = await outbox.dataSource.query('SELECT parked_at, last_error FROM outbox_messages WHERE id = $1', [huge]);
-        if (parked[0]?.parked_at) break;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      expect(parked[0].parked_at).not.toBeNull();
+      const parked: { parked_at: Date | null; last_error: string | null }[] = await eventually(
+        () => outbox.dataSource.query('SELECT parked_at, last_error FROM outbox_messages WHERE id = $1', [huge]),
+        (rows: { parked_at: Date | null }[]) => !!rows[0]?.parked_at,
+        { timeoutMs: 10_000, what: 'the oversized row parked' },
+      );
       expect(parked[0].last_error).toMatch(/MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE/);
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(messageIds(read.messages)).not.toContain(huge);

@@ -5,6 +5,7 @@ import { RunningApp, startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
 import { TestBroker } from './support/test-broker';
 import { TopicReader } from './support/topic-reader';
+import { eventually } from './support/eventually';
 
 async function metric(app: RunningApp, name: string): Promise<number> {
   const text = await (await fetch(`${app.managementUrl}/metrics`)).text();
@@ -53,17 +54,17 @@ describe('a Kafka outage while commands keep arriving', () => {
 
     await broker.stop();
     await place(20); // the API keeps committing: it never needed Kafka
-    let backlog = 0;
-    for (let i = 0; i < 50 && backlog < baseline + 20; i++) {
-      backlog = await metric(relay, 'outbox_backlog_messages');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(backlog).toBeGreaterThanOrEqual(baseline + 20);
+    await eventually(
+      () => metric(relay, 'outbox_backlog_messages'),
+      (backlog) => backlog >= baseline + 20,
+      { timeoutMs: 5_000, what: 'the backlog metric counting the 20 new rows' },
+    );
     // kafkajs gives up on the dead broker after its own short retries; then the relay reports it down.
-    for (let i = 0; i < 300 && (await metric(relay, 'outbox_relay_kafka_up')) !== 0; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(await metric(relay, 'outbox_relay_kafka_up')).toBe(0);
+    await eventually(
+      () => metric(relay, 'outbox_relay_kafka_up'),
+      (up) => up === 0,
+      { what: 'outbox_relay_kafka_up 0' },
+    );
     const ready = await fetch(`${relay.url}/health/ready`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { unavailable: string[] }).unavailable).toEqual(['kafka']);
@@ -85,10 +86,11 @@ describe('a Kafka outage while commands keep arriving', () => {
     } finally {
       await read.stop();
     }
-    for (let i = 0; i < 50 && (await metric(relay, 'outbox_backlog_messages')) > baseline; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(await metric(relay, 'outbox_backlog_messages')).toBeLessThanOrEqual(baseline);
+    await eventually(
+      () => metric(relay, 'outbox_backlog_messages'),
+      (backlog) => backlog <= baseline,
+      { timeoutMs: 5_000, what: 'the backlog metric back to its baseline' },
+    );
     expect(await metric(relay, 'outbox_relay_kafka_up')).toBe(1);
   });
 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { startApp } from './support/apps';
 import { OutboxDb } from './support/outbox-db';
+import { eventually } from './support/eventually';
 
 const RELAY_LOCK_CLASS = 0x0b0c;
 
@@ -23,8 +24,7 @@ describe('relay housekeeping', () => {
            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
         [RELAY_LOCK_CLASS],
       );
-    for (let i = 0; i < 50 && (await locks())[0].n < 16; i++) await new Promise((resolve) => setTimeout(resolve, 100));
-    expect((await locks())[0].n).toBe(16);
+    await eventually(locks, (rows) => rows[0].n === 16, { timeoutMs: 5_000, what: 'the relay holding all 16 shard locks' });
 
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     await outbox.commit(
@@ -68,7 +68,7 @@ describe('relay housekeeping', () => {
         (await outbox.dataSource.query('SELECT id FROM outbox_messages WHERE tenant_id = $1 ORDER BY sequence', [tenantId])).map(
           (r: { id: string }) => r.id,
         );
-      for (let i = 0; i < 50 && (await remaining()).length > 2; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+      await eventually(remaining, (ids) => ids.length <= 2, { timeoutMs: 5_000, what: 'the cleanup deleting the old published rows' });
       expect(await remaining()).toEqual([recent, pending]);
     } finally {
       await relay.stop();

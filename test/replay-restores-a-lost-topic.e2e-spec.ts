@@ -9,6 +9,7 @@ import { json, ops } from './support/ops-cli';
 import { TestBroker } from './support/test-broker';
 import { TopicReader, waitForTopic } from './support/topic-reader';
 import { WebhookReceiver } from './support/webhook-receiver';
+import { eventually } from './support/eventually';
 
 /**
  * The operator's replay after a broker lost the order-events topic, against the whole chain on a broker
@@ -91,10 +92,14 @@ describe('outbox:replay after the broker lost the topic', () => {
     await admin.connect();
     try {
       await admin.deleteTopics({ topics: [Topics.orderEvents], timeout: 30_000 });
-      for (let deadline = Date.now() + 30_000; (await admin.listTopics()).includes(Topics.orderEvents);) {
-        if (Date.now() > deadline) throw new Error('the topic was not deleted');
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
+      await eventually(
+        () => admin.listTopics(),
+        (topics) => !topics.includes(Topics.orderEvents),
+        {
+          intervalMs: 200,
+          what: 'the topic deleted',
+        },
+      );
       await admin.createTopics({ topics: [{ topic: Topics.orderEvents, numPartitions: 6 }], waitForLeaders: true });
     } finally {
       await admin.disconnect();

@@ -1,6 +1,7 @@
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
+import { eventually } from './support/eventually';
 
 const RETENTION_SECONDS = 2;
 
@@ -89,10 +90,15 @@ describe('the receipt sweeper', () => {
       await client.cancelOrder(orders[0].body.id, 'cancel-1', { reason: 'test' });
       expect(await db.counts(tenantId)).toMatchObject({ orders: 5, receipts: 6 });
 
-      const deadline = Date.now() + 10_000;
-      while ((await db.counts(tenantId)).receipts > 1 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
+      await eventually(
+        () => db.counts(tenantId),
+        (counts) => counts.receipts <= 1,
+        {
+          timeoutMs: 10_000,
+          intervalMs: 200,
+          what: 'the sweeper deleting the expired receipts',
+        },
+      );
       expect(await db.counts(tenantId)).toEqual({ orders: 5, receipts: 1, outbox: 6 });
       const { rows } = await db.pool.query('SELECT operation FROM idempotency_receipts WHERE tenant_id = $1', [tenantId]);
       expect(rows).toEqual([{ operation: 'orders.cancel' }]);

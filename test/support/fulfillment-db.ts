@@ -1,5 +1,6 @@
 import { Pool } from 'pg';
 import { testEnv } from './test-env';
+import { eventually } from './eventually';
 
 /** Direct reads of fulfillment_test, to check what the consumer left behind. */
 export class FulfillmentDb {
@@ -24,14 +25,8 @@ export class FulfillmentDb {
   }
 
   /** Polls `read` until `done` holds, or fails after `timeoutMs`. */
-  async until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await read();
-      if (done(value)) return value;
-      if (Date.now() > deadline) throw new Error(`timed out; last value ${JSON.stringify(value)}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
+    return eventually(read, done, { timeoutMs });
   }
 
   close(): Promise<void> {

@@ -1,5 +1,6 @@
 import { Pool } from 'pg';
 import { testEnv } from './test-env';
+import { eventually } from './eventually';
 
 export interface DeliveryRow {
   message_id: string;
@@ -47,14 +48,8 @@ export class NotifierDb {
   }
 
   /** Polls `read` until `done` holds, or fails after `timeoutMs`. */
-  async until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await read();
-      if (done(value)) return value;
-      if (Date.now() > deadline) throw new Error(`timed out; last value ${JSON.stringify(value)}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+  until<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
+    return eventually(read, done, { timeoutMs, intervalMs: 50 });
   }
 
   close(): Promise<void> {

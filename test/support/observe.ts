@@ -1,5 +1,6 @@
 import { RunningApp } from './apps';
 import { http } from './http';
+import { eventually } from './eventually';
 
 /** One scrape of an app's /metrics, without credentials (Prometheus sends none). */
 export async function scrape(app: RunningApp): Promise<{ status: number; contentType: string; text: string }> {
@@ -38,11 +39,12 @@ export function logLines(app: RunningApp): LogLine[] {
 
 /** Waits for a log line matching `predicate`: lines are written after the response or the commit, not before. */
 export async function logLine(app: RunningApp, predicate: (line: LogLine) => boolean, timeoutMs = 10_000): Promise<LogLine> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = logLines(app).find(predicate);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`no such log line within ${timeoutMs} ms:\n${app.output().slice(-4000)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  const found = await eventually(
+    () => logLines(app).find(predicate),
+    (line) => line !== undefined,
+    { timeoutMs, what: 'a matching log line' },
+  ).catch(() => {
+    throw new Error(`no such log line within ${timeoutMs} ms:\n${app.output().slice(-4000)}`);
+  });
+  return found!;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Consumer, Kafka } from 'kafkajs';
 import { Headers, Topics } from '@app/contracts';
+import { eventually } from './eventually';
 
 export interface ReadMessage {
   partition: number;
@@ -49,11 +50,7 @@ export class TopicReader {
 
   /** Waits until `predicate` holds for what was read, or fails after `timeoutMs`. */
   async until(predicate: (messages: ReadMessage[]) => boolean, timeoutMs = 60_000): Promise<ReadMessage[]> {
-    const deadline = Date.now() + timeoutMs;
-    while (!predicate(this.messages)) {
-      if (Date.now() > deadline) throw new Error(`timed out with ${this.messages.length} messages read`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await eventually(() => this.messages, predicate, { timeoutMs, what: "the topic's messages" });
     return this.messages;
   }
 
@@ -71,16 +68,10 @@ export async function waitForTopic(kafka: Kafka, topic: string, timeoutMs = 30_0
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const exists = (await admin.listTopics()).includes(topic);
-      if (exists) {
-        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-        if (topics[0]?.partitions.every((p) => p.leader >= 0)) return;
-      }
-      if (Date.now() > deadline) throw new Error(`topic ${topic} did not appear within ${timeoutMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const led = async () =>
+      (await admin.listTopics()).includes(topic) &&
+      (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0]?.partitions.every((p) => p.leader >= 0);
+    await eventually(led, Boolean, { timeoutMs, what: `topic ${topic} with leaders` });
   } finally {
     await admin.disconnect();
   }

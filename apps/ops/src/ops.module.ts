@@ -14,6 +14,7 @@ import { KafkaProducer } from './kafka-producer';
 import { OrdersDatabaseModule } from './orders-database.module';
 import { OutboxCleanupCommand } from './outbox/outbox-cleanup.command';
 import { OutboxReplayCommand } from './outbox/outbox-replay.command';
+import { OutboxReplayService } from './outbox/outbox-replay.service';
 import { OutboxStatusCommand } from './outbox/outbox-status.command';
 import { ReceiptsSweepCommand } from './receipts/receipts-sweep.command';
 import { WebhooksDeadLetterCommand } from './webhooks/webhooks-dead-letter.command';
@@ -33,6 +34,7 @@ import { WebhooksRetryCommand } from './webhooks/webhooks-retry.command';
     OutboxStatusCommand,
     OutboxCleanupCommand,
     OutboxReplayCommand,
+    OutboxReplayService,
     InboxSweepCommand,
     DlqListCommand,
     DlqRedriveCommand,

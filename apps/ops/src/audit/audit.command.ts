@@ -1,16 +1,16 @@
 import { ConfigService } from '@nestjs/config';
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { declaredRetentions } from '@app/inbox';
 import { CliError } from '../cli-error';
 import { integerOption } from '../options';
 import { OpsConfig } from '../config';
 import { ConsumerDatabases } from '../consumer-databases';
 import { OrdersDatabase } from '../orders-database.module';
-import { print } from '../output';
 import { AuditReport, AuditSettings, CheckResult, renderReport } from './audit-report';
 import { ConsumerInbox, inboxEntriesHaveOutboxRows, onDatabase, publishedEventsReachedConsumers } from './cross-database-checks';
 import { appliedEventsHaveWebhookDeliveries } from './notifier-checks';
 import { ordersHaveOutboxEvents, outboxEventsHaveOrders, receiptsHaveEffects } from './orders-checks';
+import { OpsCommand } from '../ops-command';
 
 interface AuditOptions {
   limit?: number;
@@ -24,7 +24,9 @@ interface AuditOptions {
     'Read-only: check that receipts, orders, outbox rows, consumer inboxes and webhook deliveries still describe the same committed facts ' +
     '(run it after restoring a backup or switching storage; see docs/audit.md). Exit 1 on any mismatch',
 })
-export class AuditCommand extends CommandRunner {
+export class AuditCommand extends OpsCommand<AuditOptions> {
+  protected readonly jsonShape = '{"ok":bool,"checks":[{"name","checked","mismatches","examples":[...],"hint"?,"notes"?:[...]}]}';
+
   constructor(
     private readonly orders: OrdersDatabase,
     private readonly consumers: ConsumerDatabases,
@@ -56,7 +58,7 @@ export class AuditCommand extends CommandRunner {
       await onDatabase('notifier', () => appliedEventsHaveWebhookDeliveries(notifier.manager, settings.limit)),
     ];
     const report: AuditReport = { ok: checks.every((check) => check.mismatches === 0), checks };
-    print(options.json, report, () => renderReport(report, settings));
+    this.report(options, report, () => renderReport(report, settings));
     if (!report.ok) {
       const failed = checks.filter((check) => check.mismatches > 0);
       throw new CliError(`audit found mismatches: ${failed.map((check) => `${check.name} (${check.mismatches})`).join(', ')}`);
@@ -74,13 +76,5 @@ export class AuditCommand extends CommandRunner {
   })
   parseGraceSeconds(value: string): number {
     return integerOption('--grace-seconds', value, 0, 86_400);
-  }
-
-  @Option({
-    flags: '--json',
-    description: 'print one line {"ok":bool,"checks":[{"name","checked","mismatches","examples":[...],"hint"?,"notes"?:[...]}]}',
-  })
-  parseJson(): boolean {
-    return true;
   }
 }

@@ -1,9 +1,9 @@
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { createApiClient } from '@app/api-clients';
 import { allOperations, isOperation, Operation } from '@app/contracts';
 import { CliError, ExitCode } from '../cli-error';
 import { OrdersDatabase } from '../orders-database.module';
-import { print } from '../output';
+import { OpsCommand } from '../ops-command';
 
 interface CreateOptions {
   tenant?: string;
@@ -15,7 +15,9 @@ interface CreateOptions {
 const TENANT = /^[A-Za-z0-9._-]{1,64}$/;
 
 @Command({ name: 'clients:create', description: 'Create an API client for a tenant and print its key (shown once)' })
-export class ClientsCreateCommand extends CommandRunner {
+export class ClientsCreateCommand extends OpsCommand<CreateOptions> {
+  protected readonly jsonShape = '{"tenant","clientId","apiKey","operations"}';
+
   constructor(private readonly db: OrdersDatabase) {
     super();
   }
@@ -28,7 +30,7 @@ export class ClientsCreateCommand extends CommandRunner {
       operations: options.operations,
     });
     const result = { tenant: client.tenantId, clientId: client.id, apiKey, operations: client.allowedOperations };
-    print(options.json, result, () =>
+    this.report(options, result, () =>
       [
         `Created client ${client.id} (${client.name}) for tenant ${client.tenantId}`,
         `Operations: ${client.allowedOperations.join(', ')}`,
@@ -57,10 +59,5 @@ export class ClientsCreateCommand extends CommandRunner {
       throw new CliError(`unknown operation ${unknown.join(', ')}; known: ${allOperations.join(', ')}`, ExitCode.usage);
     }
     return [...new Set(operations)] as Operation[];
-  }
-
-  @Option({ flags: '--json', description: 'print {"tenant","clientId","apiKey","operations"} as JSON' })
-  parseJson(): boolean {
-    return true;
   }
 }

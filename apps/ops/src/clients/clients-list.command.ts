@@ -1,10 +1,12 @@
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { listApiClients } from '@app/api-clients';
 import { OrdersDatabase } from '../orders-database.module';
-import { print } from '../output';
+import { OpsCommand } from '../ops-command';
 
 @Command({ name: 'clients:list', description: 'List API clients (never their keys)' })
-export class ClientsListCommand extends CommandRunner {
+export class ClientsListCommand extends OpsCommand<{ tenant?: string; json?: boolean }> {
+  protected readonly jsonShape = 'an array of {clientId, tenant, name, operations, createdAt, revokedAt}';
+
   constructor(private readonly db: OrdersDatabase) {
     super();
   }
@@ -19,7 +21,7 @@ export class ClientsListCommand extends CommandRunner {
       createdAt: client.createdAt.toISOString(),
       revokedAt: client.revokedAt?.toISOString() ?? null,
     }));
-    print(options.json, rows, () =>
+    this.report(options, rows, () =>
       rows.length
         ? rows
             .map(
@@ -34,10 +36,5 @@ export class ClientsListCommand extends CommandRunner {
   @Option({ flags: '-t, --tenant <id>', description: 'only this tenant' })
   parseTenant(value: string): string {
     return value;
-  }
-
-  @Option({ flags: '--json', description: 'print a JSON array' })
-  parseJson(): boolean {
-    return true;
   }
 }

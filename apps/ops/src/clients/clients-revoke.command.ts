@@ -1,16 +1,18 @@
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command } from 'nest-commander';
 import { revokeApiClient } from '@app/api-clients';
 import { canonicalUuid } from '@app/contracts';
 import { CliError, ExitCode } from '../cli-error';
 import { OrdersDatabase } from '../orders-database.module';
-import { print } from '../output';
+import { OpsCommand } from '../ops-command';
 
 @Command({
   name: 'clients:revoke',
   arguments: '<clientId>',
   description: 'Revoke an API client: its key is refused (401) from the next request on',
 })
-export class ClientsRevokeCommand extends CommandRunner {
+export class ClientsRevokeCommand extends OpsCommand {
+  protected readonly jsonShape = '{clientId, tenant, revokedAt}';
+
   constructor(private readonly db: OrdersDatabase) {
     super();
   }
@@ -21,11 +23,6 @@ export class ClientsRevokeCommand extends CommandRunner {
     const client = await revokeApiClient(await this.db.manager(), clientId);
     if (!client) throw new CliError(`no client ${clientId}`);
     const result = { clientId, tenant: client.tenantId, revokedAt: client.revokedAt!.toISOString() };
-    print(options.json, result, () => `Revoked client ${clientId} (tenant ${client.tenantId}) at ${result.revokedAt}`);
-  }
-
-  @Option({ flags: '--json', description: 'print the result as JSON' })
-  parseJson(): boolean {
-    return true;
+    this.report(options, result, () => `Revoked client ${clientId} (tenant ${client.tenantId}) at ${result.revokedAt}`);
   }
 }

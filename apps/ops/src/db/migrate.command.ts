@@ -1,8 +1,9 @@
 import { ConfigService } from '@nestjs/config';
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { DatabaseName, migrate, migrationSets } from '@app/migrations';
 import { CliError, ExitCode } from '../cli-error';
 import { OpsConfig } from '../config';
+import { OpsCommand } from '../ops-command';
 
 const urls: Record<DatabaseName, keyof OpsConfig> = {
   orders: 'ORDERS_DATABASE_URL',
@@ -20,7 +21,9 @@ interface MigrateOptions {
   name: 'db:migrate',
   description: 'Apply pending migrations to the orders, fulfillment, notifier and webhook receiver databases',
 })
-export class MigrateCommand extends CommandRunner {
+export class MigrateCommand extends OpsCommand<MigrateOptions> {
+  protected readonly jsonShape = '{<database>: [the migrations it applied]}';
+
   constructor(private readonly config: ConfigService<OpsConfig, true>) {
     super();
   }
@@ -36,13 +39,11 @@ export class MigrateCommand extends CommandRunner {
         throw new CliError(`migrating ${database} (${redact(url)}) failed: ${(error as Error).message}`);
       }
     }
-    if (options.json) {
-      process.stdout.write(`${JSON.stringify(report)}\n`);
-      return;
-    }
-    for (const [database, applied] of Object.entries(report)) {
-      process.stdout.write(`${database}: ${applied.length ? `applied ${applied.join(', ')}` : 'up to date'}\n`);
-    }
+    this.report(options, report, () =>
+      Object.entries(report)
+        .map(([database, applied]) => `${database}: ${applied.length ? `applied ${applied.join(', ')}` : 'up to date'}`)
+        .join('\n'),
+    );
   }
 
   @Option({
@@ -55,11 +56,6 @@ export class MigrateCommand extends CommandRunner {
       throw new CliError(`--database must be one of all, ${Object.keys(migrationSets).join(', ')}`, ExitCode.usage);
     }
     return value;
-  }
-
-  @Option({ flags: '--json', description: 'print the applied migrations as JSON' })
-  parseJson(): boolean {
-    return true;
   }
 }
 

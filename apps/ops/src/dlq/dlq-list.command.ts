@@ -1,9 +1,9 @@
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { carriesItsMessageId, DeadLetter, listDeadLetters } from '@app/inbox';
 import { CliError, ExitCode } from '../cli-error';
 import { integerOption, parseInstant } from '../options';
 import { ConsumerDatabases } from '../consumer-databases';
-import { print } from '../output';
+import { OpsCommand } from '../ops-command';
 
 interface ListOptions {
   consumer?: string;
@@ -14,7 +14,10 @@ interface ListOptions {
 }
 
 @Command({ name: 'dlq:list', description: 'List dead letters of every consumer, oldest first (re-driven ones only on request)' })
-export class DlqListCommand extends CommandRunner {
+export class DlqListCommand extends OpsCommand<ListOptions> {
+  protected readonly jsonShape =
+    'an array of {consumer, messageId, hasMessageId, eventType, topic, partition, offset, attempts, error, deadLetteredAt, redrivenAt}';
+
   constructor(private readonly databases: ConsumerDatabases) {
     super();
   }
@@ -43,7 +46,7 @@ export class DlqListCommand extends CommandRunner {
         deadLetteredAt: letter.deadLetteredAt.toISOString(),
         redrivenAt: letter.redrivenAt?.toISOString() ?? null,
       }));
-    print(options.json, rows, () =>
+    this.report(options, rows, () =>
       rows.length
         ? rows
             .map(
@@ -75,15 +78,6 @@ export class DlqListCommand extends CommandRunner {
 
   @Option({ flags: '--include-redriven', description: 'also those already re-driven (redrivenAt set)' })
   parseIncludeRedriven(): boolean {
-    return true;
-  }
-
-  @Option({
-    flags: '--json',
-    description:
-      'one JSON line: an array of {consumer, messageId, hasMessageId, eventType, topic, partition, offset, attempts, error, deadLetteredAt, redrivenAt}',
-  })
-  parseJson(): boolean {
     return true;
   }
 }

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { Command, CommandRunner, Help, Option } from 'nest-commander';
+import { Command, Help, Option } from 'nest-commander';
 import { Message } from 'kafkajs';
 import { canonicalUuid, DeadLetterHeaders, Headers } from '@app/contracts';
 import { carriesItsMessageId, DeadLetter, forgetDeadLettered, listDeadLetters, lockDeadLetter, markRedriven } from '@app/inbox';
 import { CliError, ExitCode } from '../cli-error';
 import { ConsumerDatabase, ConsumerDatabases, RegisteredConsumer } from '../consumer-databases';
 import { KafkaProducer } from '../kafka-producer';
-import { duration, print } from '../output';
+import { duration } from '../output';
 import { progress } from '../progress';
+import { OpsCommand } from '../ops-command';
 
 interface RedriveOptions {
   all?: boolean;
@@ -38,7 +39,9 @@ const DEAD_LETTER_HEADERS = new Set<string>(Object.values(DeadLetterHeaders));
   arguments: '[messageIds...]',
   description: 'Publish dead letters again to their original topic, for their consumer to handle anew',
 })
-export class DlqRedriveCommand extends CommandRunner {
+export class DlqRedriveCommand extends OpsCommand<RedriveOptions> {
+  protected readonly jsonShape = '{redriveId, dryRun, selected: [...], skipped: [{consumer, messageId, reason}]}';
+
   constructor(
     private readonly databases: ConsumerDatabases,
     private readonly kafka: KafkaProducer,
@@ -80,7 +83,7 @@ export class DlqRedriveCommand extends CommandRunner {
       })),
       skipped,
     };
-    print(options.json, report, () => describe(report));
+    this.report(options, report, () => describe(report));
     if (failure) throw new CliError(failure);
   }
 
@@ -161,11 +164,6 @@ export class DlqRedriveCommand extends CommandRunner {
 
   @Option({ flags: '--dry-run', description: 'show what would be re-driven; change nothing' })
   parseDryRun(): boolean {
-    return true;
-  }
-
-  @Option({ flags: '--json', description: 'one JSON line: {redriveId, dryRun, selected: [...], skipped: [{consumer, messageId, reason}]}' })
-  parseJson(): boolean {
     return true;
   }
 

@@ -1,8 +1,9 @@
-import { Command, CommandRunner, Help, Option } from 'nest-commander';
+import { Command, Help, Option } from 'nest-commander';
 import { countForgettable, sweepInbox } from '@app/inbox';
 import { ConsumerDatabases } from '../consumer-databases';
-import { duration, print } from '../output';
+import { duration } from '../output';
 import { progress } from '../progress';
+import { OpsCommand } from '../ops-command';
 
 interface SweepOptions {
   consumer?: string;
@@ -14,7 +15,9 @@ interface SweepOptions {
   name: 'inbox:sweep',
   description: "Delete each consumer's inbox rows older than the retention it declared (never sooner)",
 })
-export class InboxSweepCommand extends CommandRunner {
+export class InboxSweepCommand extends OpsCommand<SweepOptions> {
+  protected readonly jsonShape = '{dryRun, consumers: [{database, consumer, retentionSeconds, eligible, deleted}]}';
+
   constructor(private readonly databases: ConsumerDatabases) {
     super();
   }
@@ -51,7 +54,7 @@ export class InboxSweepCommand extends CommandRunner {
       }
     }
 
-    print(options.json, { dryRun: options.dryRun ?? false, consumers: report }, () =>
+    this.report(options, { dryRun: options.dryRun ?? false, consumers: report }, () =>
       report.length
         ? report
             .map(
@@ -71,14 +74,6 @@ export class InboxSweepCommand extends CommandRunner {
 
   @Option({ flags: '--dry-run', description: 'count the rows it would delete; delete nothing' })
   parseDryRun(): boolean {
-    return true;
-  }
-
-  @Option({
-    flags: '--json',
-    description: 'one JSON line: {dryRun, consumers: [{database, consumer, retentionSeconds, eligible, deleted}]}',
-  })
-  parseJson(): boolean {
     return true;
   }
 

@@ -1,11 +1,12 @@
 import { ConfigService } from '@nestjs/config';
-import { Command, CommandRunner, Help, Option } from 'nest-commander';
+import { Command, Help, Option } from 'nest-commander';
 import { countPublishedBefore, deletePublishedBefore } from '@app/outbox';
 import { integerOption } from '../options';
 import { OpsConfig } from '../config';
 import { OrdersDatabase } from '../orders-database.module';
-import { duration, print } from '../output';
+import { duration } from '../output';
 import { progress } from '../progress';
+import { OpsCommand } from '../ops-command';
 
 interface CleanupOptions {
   olderThan?: number;
@@ -18,7 +19,9 @@ interface CleanupOptions {
   name: 'outbox:cleanup',
   description: 'Delete published outbox rows past the retention, in bounded batches (never unpublished or parked rows)',
 })
-export class OutboxCleanupCommand extends CommandRunner {
+export class OutboxCleanupCommand extends OpsCommand<CleanupOptions> {
+  protected readonly jsonShape = '{olderThanSeconds, dryRun, eligible, deleted}';
+
   private readonly retentionSeconds: number;
 
   constructor(
@@ -49,7 +52,7 @@ export class OutboxCleanupCommand extends CommandRunner {
       }
     }
     const result = { olderThanSeconds, dryRun: options.dryRun ?? false, eligible, deleted };
-    print(options.json, result, () =>
+    this.report(options, result, () =>
       options.dryRun
         ? `Would delete ${eligible} published outbox row(s) published more than ${duration(olderThanSeconds)} ago (dry run: nothing deleted).`
         : `Deleted ${deleted} published outbox row(s) published more than ${duration(olderThanSeconds)} ago.`,
@@ -68,11 +71,6 @@ export class OutboxCleanupCommand extends CommandRunner {
 
   @Option({ flags: '--dry-run', description: 'count the rows it would delete; delete nothing' })
   parseDryRun(): boolean {
-    return true;
-  }
-
-  @Option({ flags: '--json', description: 'one JSON line: {olderThanSeconds, dryRun, eligible, deleted}' })
-  parseJson(): boolean {
     return true;
   }
 

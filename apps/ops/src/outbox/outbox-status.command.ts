@@ -1,9 +1,10 @@
 import { ConfigService } from '@nestjs/config';
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command } from 'nest-commander';
 import { HEARTBEATS_BEFORE_GONE, lastPublishAt, outboxBacklog, parkedMessages, relayInstances } from '@app/outbox';
 import { OpsConfig } from '../config';
 import { OrdersDatabase } from '../orders-database.module';
-import { duration, print } from '../output';
+import { duration } from '../output';
+import { OpsCommand } from '../ops-command';
 
 const PARKED_SHOWN = 10;
 
@@ -13,7 +14,9 @@ type OutboxStatus = Awaited<ReturnType<OutboxStatusCommand['status']>>;
   name: 'outbox:status',
   description: 'Outbox backlog, parked rows, relay instances and the shards they own, last publish',
 })
-export class OutboxStatusCommand extends CommandRunner {
+export class OutboxStatusCommand extends OpsCommand<{ json?: boolean }> {
+  protected readonly jsonShape = '{backlog, lastPublishAt, staleAfterSeconds, relays, unownedShards, parked}';
+
   private readonly shardCount: number;
   private readonly staleAfterSeconds: number;
 
@@ -28,7 +31,7 @@ export class OutboxStatusCommand extends CommandRunner {
 
   async run(_: string[], options: { json?: boolean }): Promise<void> {
     const status = await this.status();
-    print(options.json, status, () => describe(status));
+    this.report(options, status, () => describe(status));
   }
 
   async status() {
@@ -63,14 +66,6 @@ export class OutboxStatusCommand extends CommandRunner {
         lastError: row.lastError,
       })),
     };
-  }
-
-  @Option({
-    flags: '--json',
-    description: 'one JSON line: {backlog, lastPublishAt, staleAfterSeconds, relays, unownedShards, parked}',
-  })
-  parseJson(): boolean {
-    return true;
   }
 }
 

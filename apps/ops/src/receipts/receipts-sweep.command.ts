@@ -1,30 +1,27 @@
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { sweepExpiredReceipts } from '@app/idempotency';
 import { integerOption } from '../options';
 import { OrdersDatabase } from '../orders-database.module';
-import { print } from '../output';
+import { OpsCommand } from '../ops-command';
 
 @Command({
   name: 'receipts:sweep',
   description: 'Delete expired idempotency receipts in bounded batches (expired keys already run as new requests)',
 })
-export class ReceiptsSweepCommand extends CommandRunner {
+export class ReceiptsSweepCommand extends OpsCommand<{ batchSize?: number; json?: boolean }> {
+  protected readonly jsonShape = '{"deleted": n}';
+
   constructor(private readonly db: OrdersDatabase) {
     super();
   }
 
   async run(_: string[], options: { batchSize?: number; json?: boolean }): Promise<void> {
     const deleted = await sweepExpiredReceipts(await this.db.manager(), { batchSize: options.batchSize ?? 1_000, maxBatches: Infinity });
-    print(options.json, { deleted }, () => `Deleted ${deleted} expired receipt(s).`);
+    this.report(options, { deleted }, () => `Deleted ${deleted} expired receipt(s).`);
   }
 
   @Option({ flags: '-b, --batch-size <n>', description: 'rows per DELETE statement (default 1000)' })
   parseBatchSize(value: string): number {
     return integerOption('--batch-size', value, 1, 100_000);
-  }
-
-  @Option({ flags: '--json', description: 'print {"deleted": n}' })
-  parseJson(): boolean {
-    return true;
   }
 }

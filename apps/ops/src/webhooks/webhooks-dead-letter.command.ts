@@ -1,9 +1,9 @@
-import { Command, CommandRunner, Help, Option } from 'nest-commander';
+import { Command, Help, Option } from 'nest-commander';
 import { ConsumerDatabases } from '../consumer-databases';
-import { print } from '../output';
 import { deadLetterDeliveries, lockDeliveries } from './webhook-deliveries';
 import { DeadLetterOptions, deadLetterSelection, parseReason } from './webhook-options';
 import { planDeadLetter } from './webhook-plan';
+import { OpsCommand } from '../ops-command';
 
 interface DeadLetterReport {
   reason: string;
@@ -15,7 +15,9 @@ interface DeadLetterReport {
   arguments: '[messageIds...]',
   description: 'Give up pending webhook deliveries: dead now, with your reason as their last error',
 })
-export class WebhooksDeadLetterCommand extends CommandRunner {
+export class WebhooksDeadLetterCommand extends OpsCommand<DeadLetterOptions> {
+  protected readonly jsonShape = '{reason, deadLettered: [{messageId, tenant, order, eventType, attempts, deadAt}]}';
+
   constructor(private readonly databases: ConsumerDatabases) {
     super();
   }
@@ -42,7 +44,7 @@ export class WebhooksDeadLetterCommand extends CommandRunner {
         })),
       };
     });
-    print(options.json, report, () =>
+    this.report(options, report, () =>
       [
         `Gave up ${report.deadLettered.length} webhook delivery(ies) (${reason}):`,
         ...report.deadLettered.map(
@@ -55,14 +57,6 @@ export class WebhooksDeadLetterCommand extends CommandRunner {
   @Option({ flags: '-r, --reason <text>', description: 'why (required, 1-500 characters): kept as the last error' })
   parseReason(value: string): string {
     return parseReason(value);
-  }
-
-  @Option({
-    flags: '--json',
-    description: 'one JSON line: {reason, deadLettered: [{messageId, tenant, order, eventType, attempts, deadAt}]}',
-  })
-  parseJson(): boolean {
-    return true;
   }
 
   @Help('after')

@@ -1,9 +1,10 @@
-import { Command, CommandRunner, Option } from 'nest-commander';
+import { Command, Option } from 'nest-commander';
 import { ConsumerDatabases } from '../consumer-databases';
 import { integerOption } from '../options';
-import { duration, print } from '../output';
+import { duration } from '../output';
 import { DeliverySummary, listDeliveries, ListedDelivery, summarizeDeliveries } from './webhook-deliveries';
 import { DeliveryState, parseOrder, parseState, parseTenant } from './webhook-options';
+import { OpsCommand } from '../ops-command';
 
 interface ListOptions {
   state?: DeliveryState;
@@ -17,7 +18,10 @@ interface ListOptions {
   name: 'webhooks:list',
   description: "The notifier's webhook deliveries, newest first, with counts per state and the oldest pending one's age",
 })
-export class WebhooksListCommand extends CommandRunner {
+export class WebhooksListCommand extends OpsCommand<ListOptions> {
+  protected readonly jsonShape =
+    '{summary: {pending, delivered, dead, inFlight, oldestPendingAgeSeconds}, deliveries: [{messageId, tenant, order, eventType, state, attempts, statusCode, lastError, inFlight, leasedUntil, nextAttemptAt, waitingBehind, deliveredAt, deadAt, createdAt, sequence, url}]}';
+
   constructor(private readonly databases: ConsumerDatabases) {
     super();
   }
@@ -27,7 +31,7 @@ export class WebhooksListCommand extends CommandRunner {
     const filter = { state: options.state, order: options.order, tenant: options.tenant };
     const summary = await summarizeDeliveries(manager, filter);
     const deliveries = (await listDeliveries(manager, filter, options.limit ?? 50)).map(asJson);
-    print(options.json, { summary, deliveries }, () => describe(summary, deliveries, options));
+    this.report(options, { summary, deliveries }, () => describe(summary, deliveries, options));
   }
 
   @Option({ flags: '-s, --state <state>', description: 'only deliveries in this state: pending, delivered or dead' })
@@ -48,16 +52,6 @@ export class WebhooksListCommand extends CommandRunner {
   @Option({ flags: '-l, --limit <n>', description: 'at most this many (default 50, at most 1000)' })
   parseLimit(value: string): number {
     return integerOption('--limit', value, 1, 1_000);
-  }
-
-  @Option({
-    flags: '--json',
-    description:
-      'one JSON line: {summary: {pending, delivered, dead, inFlight, oldestPendingAgeSeconds}, deliveries: [{messageId, tenant, order, ' +
-      'eventType, state, attempts, statusCode, lastError, inFlight, leasedUntil, nextAttemptAt, waitingBehind, deliveredAt, deadAt, createdAt, sequence, url}]}',
-  })
-  parseJson(): boolean {
-    return true;
   }
 }
 

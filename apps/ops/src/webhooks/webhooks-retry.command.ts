@@ -1,9 +1,9 @@
-import { Command, CommandRunner, Help, Option } from 'nest-commander';
+import { Command, Help, Option } from 'nest-commander';
 import { ConsumerDatabases } from '../consumer-databases';
-import { print } from '../output';
 import { lockDead, lockDeliveries, retryDeliveries } from './webhook-deliveries';
 import { parseTenant, RetryOptions, retrySelection } from './webhook-options';
 import { planRetry, Refusal } from './webhook-plan';
+import { OpsCommand } from '../ops-command';
 
 /** --all-dead takes at most this many per run; run it again for the rest. */
 const ALL_LIMIT = 10_000;
@@ -27,7 +27,10 @@ interface RetryReport {
   arguments: '[messageIds...]',
   description: 'Make webhook deliveries due now: a dead one pending again with a fresh retry schedule, a pending one without its wait',
 })
-export class WebhooksRetryCommand extends CommandRunner {
+export class WebhooksRetryCommand extends OpsCommand<RetryOptions> {
+  protected readonly jsonShape =
+    '{dryRun, selected: [{messageId, tenant, order, eventType, from, attempts, nextAttemptAt}], skipped: [{messageId, reason}]}';
+
   constructor(private readonly databases: ConsumerDatabases) {
     super();
   }
@@ -60,7 +63,7 @@ export class WebhooksRetryCommand extends CommandRunner {
         skipped: plan.skipped,
       };
     });
-    print(options.json, report, () => describe(report, options));
+    this.report(options, report, () => describe(report, options));
   }
 
   @Option({ flags: '--all-dead', description: `every dead delivery, the longest dead first (at most ${ALL_LIMIT} per run)` })
@@ -80,15 +83,6 @@ export class WebhooksRetryCommand extends CommandRunner {
 
   @Option({ flags: '--dry-run', description: 'show what would be retried; change nothing' })
   parseDryRun(): boolean {
-    return true;
-  }
-
-  @Option({
-    flags: '--json',
-    description:
-      'one JSON line: {dryRun, selected: [{messageId, tenant, order, eventType, from, attempts, nextAttemptAt}], skipped: [{messageId, reason}]}',
-  })
-  parseJson(): boolean {
     return true;
   }
 
