@@ -5,6 +5,7 @@ import { RunningApp, startApp } from './support/apps';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka } from './support/kafka';
 import { TopicReader } from './support/topic-reader';
+import { POISON_ERROR, POISON_QUANTITY } from './support/fulfillment-consumer';
 
 const FAST = {
   FULFILLMENT_MAX_ATTEMPTS: '3',
@@ -119,9 +120,8 @@ describe('the fulfillment consumer', () => {
     app = await startCaughtUp();
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     const orderId = randomUUID();
-    // A quantity of 3e9 is a valid OrderPlaced (a positive integer) but out of range for the shipments
-    // table's integer: it fails every time, in the database, so it is retried before it is dead-lettered.
-    const poisonId = await produceOrderEvent(producer, placed(tenantId, orderId, 3_000_000_000));
+    // A valid OrderPlaced that fails every time in the database: retried, then dead-lettered.
+    const poisonId = await produceOrderEvent(producer, placed(tenantId, orderId, POISON_QUANTITY));
     const behind = placed(tenantId, orderId); // same key, so the same partition, right behind it
     const behindId = await produceOrderEvent(producer, { ...behind, payload: { ...behind.payload } });
     const malformedId = await produceOrderEvent(producer, { ...placed(tenantId), rawValue: '{not json' });
@@ -136,7 +136,7 @@ describe('the fulfillment consumer', () => {
         [DeadLetterHeaders.originalTopic]: Topics.orderEvents,
         [DeadLetterHeaders.attempts]: '3',
       });
-      expect(poison.headers[DeadLetterHeaders.error]).toMatch(/check constraint/);
+      expect(poison.headers[DeadLetterHeaders.error]).toMatch(POISON_ERROR);
       expect(poison.headers[DeadLetterHeaders.originalOffset]).toMatch(/^\d+$/);
       expect(dead.find((m) => m.headers[Headers.messageId] === malformedId)?.headers[DeadLetterHeaders.attempts]).toBe('1');
     } finally {

@@ -13,6 +13,14 @@ export const FAST_RETRIES = {
   KAFKA_SESSION_TIMEOUT_MS: '6000',
 };
 
+/**
+ * A quantity that makes a valid OrderPlaced (a positive integer, so the consumer's schema reads it)
+ * that fails every time in fulfillment's database (out of range for the shipments table's integer):
+ * a poison message, retried and then dead-lettered with POISON_ERROR.
+ */
+export const POISON_QUANTITY = 3_000_000_000;
+export const POISON_ERROR = /out of range for type integer/;
+
 export interface PlacedOptions {
   orderId?: string;
   sku?: string;
@@ -21,7 +29,7 @@ export interface PlacedOptions {
   paddingBytes?: number;
 }
 
-/** An OrderPlaced as the relay publishes it (key = order id); quantity 0 fails the shipments check every time. */
+/** An OrderPlaced as the relay publishes it (key = order id); POISON_QUANTITY fails in the database every time. */
 export function orderPlaced(tenantId: string, options: PlacedOptions = {}): OrderEventInput & { messageId: string } {
   const orderId = options.orderId ?? randomUUID();
   const payload = {
