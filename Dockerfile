@@ -1,5 +1,5 @@
 # One image recipe for every app: docker build --build-arg APP=<app> .
-# apps: command-api, outbox-relay, fulfillment, ops (the CLI, e.g. `db:migrate`).
+# apps: command-api, outbox-relay, fulfillment, notifier, webhook-receiver, ops (the CLI, e.g. `db:migrate`).
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
-echo "Checking lint, format and unused code (npm run lint)..."
+echo "Checking types, lint, format and unused code (npm run lint)..."
 npm run --silent lint
 # Two jest workers, each with its own databases and broker (test/support/test-env.ts): the suites
 # mostly wait on servers, so two at a time nearly halve the run on two cores. TEST_WORKERS=1 runs them one by one.
