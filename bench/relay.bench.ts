@@ -453,6 +453,18 @@ interface Measurement {
   check?: Check;
 }
 
+/** One drain of `rows` in `seconds`, against the baseline's rate `base` (rows/s). */
+function measured(
+  name: string,
+  round: number,
+  rows: number,
+  seconds: number,
+  base: number,
+  extra: Pick<Measurement, 'cpuMsPer1000' | 'check'> = {},
+): Measurement {
+  return { name, round, rows, seconds, perSecond: rows / seconds, vsBaseline: rows / seconds / base, ...extra };
+}
+
 export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
   const ordersDb = benchDatabaseName(benchOrdersUrl);
@@ -522,16 +534,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
         const check = await readBack(kafka, relayWork);
         const name = `outbox-relay x${count}`;
         checked(`${name} round ${round}`, check);
-        measurements.push({
-          name,
-          round,
-          rows: options.rows,
-          seconds,
-          perSecond: options.rows / seconds,
-          vsBaseline: options.rows / seconds / base,
-          cpuMsPer1000,
-          check,
-        });
+        measurements.push(measured(name, round, options.rows, seconds, base, { cpuMsPer1000, check }));
       }
     }
 
@@ -556,16 +559,9 @@ export async function run(argv: string[]): Promise<BenchResult> {
       const check = await readBack(kafka, work);
       checked('piled up', check);
       const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
-      measurements.push({
-        name: `outbox-relay x1 on ${options.pile} published rows`,
-        round: 0,
-        rows: options.rows,
-        seconds,
-        perSecond: options.rows / seconds,
-        vsBaseline: options.rows / seconds / base,
-        cpuMsPer1000,
-        check,
-      });
+      measurements.push(
+        measured(`outbox-relay x1 on ${options.pile} published rows`, 0, options.rows, seconds, base, { cpuMsPer1000, check }),
+      );
     }
 
     if (options.peer) {
@@ -593,16 +589,11 @@ export async function run(argv: string[]): Promise<BenchResult> {
         if (missing || duplicates || keysOutOfOrder)
           findings.push(`${missing} messages never reached Kafka, ${duplicates} duplicates, ${keysOutOfOrder} keys out of order`);
         const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
-        const perSecond = options.rows / result.seconds;
-        measurements.push({
-          name: `pg-transactional-outbox 0.5.7 (polling, ${options.peerMode})`,
-          round: 0,
-          rows: options.rows,
-          seconds: result.seconds,
-          perSecond,
-          vsBaseline: perSecond / base,
-          check: result.check,
-        });
+        measurements.push(
+          measured(`pg-transactional-outbox 0.5.7 (polling, ${options.peerMode})`, 0, options.rows, result.seconds, base, {
+            check: result.check,
+          }),
+        );
       }
     }
 

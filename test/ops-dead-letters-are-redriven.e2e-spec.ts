@@ -7,6 +7,7 @@ import { NotifierDb } from './support/notifier-db';
 import { json, ops, OpsRun } from './support/ops-cli';
 import { ReadMessage, TopicReader } from './support/topic-reader';
 import { WebhookReceiver } from './support/webhook-receiver';
+import { eventually } from './support/eventually';
 
 /**
  * dlq:list and dlq:redrive against the real notifier (its own process), a real webhook receiver, real
@@ -170,6 +171,15 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
   });
 
   it('re-driven while the notifier still cannot record it, it is dead-lettered again and listed again', async () => {
+    const lastDeadLettered = async () =>
+      (
+        await db.pool.query('SELECT dead_lettered_at, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', [
+          'notifier',
+          event.messageId,
+        ])
+      ).rows;
+    // Read before the re-drive: the notifier may dead-letter it again before the command has even exited.
+    const before = (await lastDeadLettered())[0].dead_lettered_at as Date;
     const first = json(await ops(['dlq:redrive', event.messageId, '--json']));
     expect(first).toEqual({
       redriveId: expect.stringMatching(CANONICAL_UUID_PATTERN),
@@ -186,14 +196,6 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
       skipped: [],
     });
 
-    const lastDeadLettered = async () =>
-      (
-        await db.pool.query('SELECT dead_lettered_at, redriven_at FROM dead_letters WHERE consumer = $1 AND message_id = $2', [
-          'notifier',
-          event.messageId,
-        ])
-      ).rows;
-    const before = (await lastDeadLettered())[0].dead_lettered_at as Date;
     const [again] = await db.until(lastDeadLettered, (rows) => rows[0]?.dead_lettered_at > before && rows[0]?.redriven_at === null);
     expect(again.redriven_at).toBeNull();
     expect(await listed()).toEqual([expect.objectContaining({ messageId: event.messageId, redrivenAt: null, attempts: 3 })]);
@@ -246,8 +248,32 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     expect(await listed('--include-redriven')).toEqual([
       expect.objectContaining({ messageId: event.messageId, redrivenAt: expect.any(String) }),
     ]);
-    // One webhook, after the one re-drive that could be recorded.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // One webhook, after the one re-drive that could be recorded. The sentinel, the order's
+    // OrderCancelled, comes after every copy on the order's partition, and one order's webhooks go out
+    // in order: once it is delivered, a second OrderPlaced webhook would have been too.
+    const sentinelId = randomUUID();
+    await producer.send({
+      topic: Topics.orderEvents,
+      acks: -1,
+      messages: [
+        {
+          key: event.orderId,
+          value: JSON.stringify({ orderId: event.orderId, tenantId, reason: 'sentinel', cancelledAt: new Date().toISOString() }),
+          headers: {
+            [Headers.messageId]: sentinelId,
+            [Headers.eventType]: OrderEventTypes.cancelled,
+            [Headers.eventVersion]: '1',
+            [Headers.tenantId]: tenantId,
+            [Headers.aggregateId]: event.orderId,
+          },
+        },
+      ],
+    });
+    await eventually(
+      () => receiver.requests.filter((r) => r.idempotencyKey === sentinelId && r.status === 200),
+      (delivered) => delivered.length > 0,
+      { what: "the sentinel OrderCancelled's webhook" },
+    );
     expect(requests().map((r) => [r.headers['webhook-id'], r.status])).toEqual([[event.messageId, 200]]);
     expect(await db.delivery(event.messageId)).toHaveLength(1);
   });

@@ -10,7 +10,6 @@ import { LONG_RUN, searchSettings } from './support/search';
 import { TopicReader } from './support/topic-reader';
 import { eventually } from './support/eventually';
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const HUGE = { filler: 'x'.repeat(1536 * 1024) }; // over the broker's 1 MiB message.max.bytes
 
 /** One batch: `keys` keys with `perKey` events each, interleaved; the events at `refused` ([key, n]) are too large for Kafka. */
@@ -92,12 +91,19 @@ describe('rows Kafka refuses in the middle of a batch', () => {
       );
       expect((await parked()).sort()).toEqual([...expected.parked].sort());
 
-      // Settled: no further attempts and no further messages while the relay keeps polling.
+      // Settled: no further attempts and no further messages while the relay keeps claiming. A sentinel
+      // row committed now is published only after the relay has claimed again past every row above, so
+      // once it arrives any retry of them would have shown (no fixed sleep a slow bug could outlast).
       const failures = await kafkaFailures();
       const seen = read.messages.length;
-      await pause(1_500);
+      const [sentinel] = await outbox.commit(tenantId, [[`${tenantId}-sentinel`, 1]]);
+      await read.until((messages) => messages.some((m) => m.headers[Headers.messageId] === sentinel));
       expect(await kafkaFailures()).toBe(failures);
-      expect(read.messages.length).toBe(seen);
+      expect(read.messages.length).toBe(seen + 1);
+      read.messages.splice(
+        read.messages.findIndex((m) => m.headers[Headers.messageId] === sentinel),
+        1,
+      );
 
       const copies = new Map<string, number>();
       for (const m of read.messages) copies.set(m.headers[Headers.messageId], (copies.get(m.headers[Headers.messageId]) ?? 0) + 1);

@@ -100,7 +100,13 @@ describe('outbox:replay after the broker lost the topic', () => {
           what: 'the topic deleted',
         },
       );
-      await admin.createTopics({ topics: [{ topic: Topics.orderEvents, numPartitions: 6 }], waitForLeaders: true });
+      // Right after a deletion the broker may still answer "does not host this topic-partition" for the
+      // name (kafkajs' wait for leaders does not retry that): create, then wait for leaders, retrying.
+      await eventually(
+        () => admin.createTopics({ topics: [{ topic: Topics.orderEvents, numPartitions: 6 }], waitForLeaders: false }).then(() => true),
+        Boolean,
+        { intervalMs: 200, what: 'the topic recreated' },
+      );
     } finally {
       await admin.disconnect();
     }
@@ -115,7 +121,16 @@ describe('outbox:replay after the broker lost the topic', () => {
     await reader.start();
     try {
       const read = await reader.until((messages) => messages.length >= 5);
-      await new Promise((resolve) => setTimeout(resolve, 1_000)); // nothing more than once
+      // Nothing more than once: the recreated topic holds exactly what the replay says it published
+      // (it had finished before the reader started), so this tenant's 5 are all of its messages.
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        const ends = await admin.fetchTopicOffsets(Topics.orderEvents);
+        expect(ends.reduce((sum, { high }) => sum + Number(high), 0)).toBe(replay.published);
+      } finally {
+        await admin.disconnect();
+      }
       expect(reader.messages).toHaveLength(5);
       for (const row of outbox) {
         const message = read.find((m) => m.headers[Headers.messageId] === row.id)!;

@@ -1,8 +1,9 @@
 /**
  * The suites' one way to wait for something: probes `probe` every `intervalMs` until `done` holds
  * for what it returned, and returns that; after `timeoutMs` it fails, saying what it waited for and
- * what it saw last. Never a fixed sleep: a wait ends as soon as the thing happened, and a bug that
- * is only slower than a sleep still fails here.
+ * what it saw last. A probe that throws counts as "not yet" (a broker still electing a leader, a
+ * server restarting) until the deadline, when its last error is reported. Never a fixed sleep: a wait
+ * ends as soon as the thing happened, and a bug that is only slower than a sleep still fails here.
  */
 export async function eventually<T>(
   probe: () => T | Promise<T>,
@@ -11,9 +12,15 @@ export async function eventually<T>(
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = await probe();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms; last seen: ${describe(value)}`);
+    let seen: string;
+    try {
+      const value = await probe();
+      if (done(value)) return value;
+      seen = describe(value);
+    } catch (error) {
+      seen = `an error: ${(error as Error)?.message ?? String(error)}`;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms; last seen: ${seen}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

@@ -80,9 +80,14 @@ export class PrivatePostgres {
    * `immediate` is a crash as far as the data is concerned (no checkpoint: the start replays the WAL).
    * Resolves once the server accepts connections again.
    */
+  /** The longest restart so far, from the stop's start to the server accepting connections again (ms). */
+  longestRestartMs = 0;
+
   async restart(mode: ShutdownMode): Promise<void> {
+    const started = Date.now();
     await this.pg('pg_ctl', ['-D', this.data, '-m', mode, '-w', '-t', '60', 'stop']);
     await this.pg('pg_ctl', ['-D', this.data, '-l', this.log, '-o', this.options, '-w', '-t', '60', 'start']);
+    this.longestRestartMs = Math.max(this.longestRestartMs, Date.now() - started);
   }
 
   async destroy(): Promise<void> {

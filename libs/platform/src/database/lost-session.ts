@@ -14,7 +14,7 @@ export interface LostSessionRetry {
  * Long enough to ride out a server restart or a failover, which refuses connections for a second or
  * two; short enough that a real outage is a 503 to retry well inside a client's timeout.
  */
-const DEFAULTS: LostSessionRetry = { attempts: 30, budgetMs: 5_000, pausesMs: [10, 100, 250, 500] };
+export const LOST_SESSION_RETRY: LostSessionRetry = { attempts: 30, budgetMs: 5_000, pausesMs: [10, 100, 250, 500] };
 
 /**
  * Runs `work` again when the database session it used was lost (terminated, reset, refused): a pooled
@@ -26,7 +26,7 @@ const DEFAULTS: LostSessionRetry = { attempts: 30, budgetMs: 5_000, pausesMs: [1
  * attempts or the time budget are spent: then the error propagates (for HTTP, a 503 to retry).
  */
 export async function retryOnLostSession<T>(work: () => Promise<T>, options: Partial<LostSessionRetry> = {}): Promise<T> {
-  const { attempts, budgetMs, pausesMs } = { ...DEFAULTS, ...options };
+  const { attempts, budgetMs, pausesMs } = { ...LOST_SESSION_RETRY, ...options };
   const started = Date.now();
   for (let run = 1; ; run++) {
     try {
