@@ -1,5 +1,6 @@
 import { Client, escapeIdentifier } from 'pg';
 import { DatabaseName, migrate } from '@app/migrations';
+import { UsageError } from './section';
 
 /** The database name of `url`, if it is one the bench may drop: a plain identifier containing "bench". */
 export function benchDatabaseName(url: string): string | undefined {
@@ -20,6 +21,20 @@ export async function recreateBenchDatabase(url: string, name: string, schema: D
     await client.end();
   }
   await migrate(schema, url);
+}
+
+/**
+ * Drops, recreates and migrates a benchmark's databases, each given as [url, the variable that sets
+ * it, its schema]; refuses (bad usage) to touch any whose name is not a bench database's. Returns the names.
+ */
+export async function prepareBenchDatabases(databases: [url: string, variable: string, schema: DatabaseName][]): Promise<string[]> {
+  const names = databases.map(([url]) => benchDatabaseName(url));
+  const wrong = databases.filter((_, i) => !names[i]).map(([, variable]) => variable);
+  if (wrong.length) {
+    throw new UsageError(`${wrong.join(' and ')} must name databases of their own containing "bench" (they are dropped)`);
+  }
+  for (const [i, [url, , schema]] of databases.entries()) await recreateBenchDatabase(url, names[i]!, schema);
+  return names as string[];
 }
 
 /** What the numbers depend on: server version and the settings that bound the commit rate. */

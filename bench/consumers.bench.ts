@@ -22,7 +22,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { Admin, Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
 import { Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
@@ -32,11 +31,11 @@ import { buildForTests } from '../test/support/build';
 import { ensureServiceTopics, testKafka } from '../test/support/kafka';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
 import { BARE_GROUP, BareConsumer, createBareTables, PARTITIONS_IN_PARALLEL } from './bare-consumer';
-import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
+import { describeServer, prepareBenchDatabases } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { flameGraph } from './flame-graph';
-import { integer } from './options';
-import { BenchResult, BenchSection, UsageError } from './section';
+import { benchArgs, integerFlag, svgFlag } from './options';
+import { BenchResult, BenchSection } from './section';
 
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
 const SEND_BATCH = 500;
@@ -54,35 +53,19 @@ export const usage =
   'usage: npm run bench -- consumers [--events N (100-1000000, default 20000)] [--rounds N (1-20, default 2)] [--no-notifier] [--json] [--profile <fulfillment.svg>]';
 
 function parseOptions(argv: string[]): Options {
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        events: { type: 'string' },
-        rounds: { type: 'string' },
-        'no-notifier': { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        profile: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-    const events = integer('--events', values.events, 20_000, 100, 1_000_000);
-    const rounds = integer('--rounds', values.rounds, 2, 1, 20);
-    for (const value of [events, rounds]) if (typeof value === 'string') throw new UsageError(value);
-    if (values.profile !== undefined && !values.profile.endsWith('.svg'))
-      throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
-    return {
-      events: events as number,
-      rounds: rounds as number,
-      notifier: !values['no-notifier'],
-      json: values.json,
-      profile: values.profile,
-    };
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    throw new UsageError((error as Error).message.split('\n')[0]);
-  }
+  const values = benchArgs(argv, {
+    events: { type: 'string' },
+    rounds: { type: 'string' },
+    'no-notifier': { type: 'boolean', default: false },
+    profile: { type: 'string' },
+  });
+  return {
+    events: integerFlag('--events', values.events, 20_000, 100, 1_000_000),
+    rounds: integerFlag('--rounds', values.rounds, 2, 1, 20),
+    notifier: !values['no-notifier'],
+    json: values.json,
+    profile: svgFlag('--profile', values.profile),
+  };
 }
 
 interface Backlog {
@@ -267,17 +250,12 @@ async function awaitEffects(
 
 export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
-  const fulfillmentDb = benchDatabaseName(benchFulfillmentUrl);
-  const notifierDb = benchDatabaseName(benchNotifierUrl);
-  if (!fulfillmentDb || !notifierDb) {
-    throw new UsageError(
-      'BENCH_FULFILLMENT_DATABASE_URL and BENCH_NOTIFIER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)',
-    );
-  }
   const machine = describeMachine();
-  progress(`recreating ${fulfillmentDb} and ${notifierDb}, building`);
-  await recreateBenchDatabase(benchFulfillmentUrl, fulfillmentDb, 'fulfillment');
-  await recreateBenchDatabase(benchNotifierUrl, notifierDb, 'notifier');
+  progress('recreating the bench databases, building');
+  await prepareBenchDatabases([
+    [benchFulfillmentUrl, 'BENCH_FULFILLMENT_DATABASE_URL', 'fulfillment'],
+    [benchNotifierUrl, 'BENCH_NOTIFIER_DATABASE_URL', 'notifier'],
+  ]);
   buildForTests();
   const server = await describeServer(benchFulfillmentUrl);
 

@@ -19,7 +19,6 @@
  */
 import { benchFulfillmentUrl, benchNotifierUrl, benchOrdersUrl } from './bench-env'; // first: it points test/support at the bench databases
 import { randomUUID } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { Kafka } from 'kafkajs';
 import { Pool } from 'pg';
 import { Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
@@ -30,11 +29,11 @@ import { ensureServiceTopics, skipConsumerBacklog, testKafka } from '../test/sup
 import { OrdersDb } from '../test/support/orders-db';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
 import { BARE_GROUP, BareConsumer, createBareTables, PARTITIONS_IN_PARALLEL } from './bare-consumer';
-import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
+import { describeServer, prepareBenchDatabases } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { KeepAliveClient, percentile } from './load';
-import { integer } from './options';
-import { BenchResult, BenchSection, UsageError } from './section';
+import { benchArgs, integerFlag } from './options';
+import { BenchResult, BenchSection } from './section';
 
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
 const CONNECTIONS = 64;
@@ -52,26 +51,13 @@ export const usage =
   'usage: npm run bench -- latency [--rate N/s (1-5000, default 200)] [--seconds N (1-3600, default 60)] [--notifier] [--json]';
 
 function parseOptions(argv: string[]): Options {
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        rate: { type: 'string' },
-        seconds: { type: 'string' },
-        notifier: { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-    const rate = integer('--rate', values.rate, 200, 1, 5_000);
-    const seconds = integer('--seconds', values.seconds, 60, 1, 3_600);
-    for (const value of [rate, seconds]) if (typeof value === 'string') throw new UsageError(value);
-    return { rate: rate as number, seconds: seconds as number, notifier: values.notifier, json: values.json };
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    throw new UsageError((error as Error).message.split('\n')[0]);
-  }
+  const values = benchArgs(argv, { rate: { type: 'string' }, seconds: { type: 'string' }, notifier: { type: 'boolean', default: false } });
+  return {
+    rate: integerFlag('--rate', values.rate, 200, 1, 5_000),
+    seconds: integerFlag('--seconds', values.seconds, 60, 1, 3_600),
+    notifier: values.notifier,
+    json: values.json,
+  };
 }
 
 /** Calls `fire(i)` for i = 0, 1, … at `rate` per second for `seconds`, without waiting for any (an open loop). */
@@ -322,18 +308,13 @@ async function wholeChain(
 
 export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
-  const names = [benchOrdersUrl, benchFulfillmentUrl, benchNotifierUrl].map(benchDatabaseName);
-  if (names.some((name) => !name)) {
-    throw new UsageError(
-      'BENCH_ORDERS_DATABASE_URL, BENCH_FULFILLMENT_DATABASE_URL and BENCH_NOTIFIER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)',
-    );
-  }
-  const [ordersDb, fulfillmentDb, notifierDb] = names as string[];
   const machine = describeMachine();
-  progress(`recreating ${ordersDb}, ${fulfillmentDb}${options.notifier ? ` and ${notifierDb}` : ''}, building`);
-  await recreateBenchDatabase(benchOrdersUrl, ordersDb, 'orders');
-  await recreateBenchDatabase(benchFulfillmentUrl, fulfillmentDb, 'fulfillment');
-  if (options.notifier) await recreateBenchDatabase(benchNotifierUrl, notifierDb, 'notifier');
+  progress('recreating the bench databases, building');
+  await prepareBenchDatabases([
+    [benchOrdersUrl, 'BENCH_ORDERS_DATABASE_URL', 'orders'],
+    [benchFulfillmentUrl, 'BENCH_FULFILLMENT_DATABASE_URL', 'fulfillment'],
+    ...(options.notifier ? [[benchNotifierUrl, 'BENCH_NOTIFIER_DATABASE_URL', 'notifier'] as [string, string, 'notifier']] : []),
+  ]);
   buildForTests();
   const server = await describeServer(benchOrdersUrl);
 

@@ -1,4 +1,5 @@
-import { parseArgs } from 'node:util';
+import { parseArgs, ParseArgsConfig } from 'node:util';
+import { UsageError } from './section';
 
 export interface BenchOptions {
   requests: number;
@@ -48,4 +49,38 @@ export function integer(flag: string, text: string | undefined, fallback: number
   return Number.isSafeInteger(value) && value >= min && value <= max
     ? value
     : `${flag} must be an integer from ${min} to ${max}, got "${text}"`;
+}
+
+/**
+ * The benchmarks' flags: `parseArgs` in strict mode with `--help`/`-h` and `--json` added, its
+ * errors turned into one-line UsageErrors (the runner prints them and exits 2).
+ */
+export function benchArgs<T extends ParseArgsConfig['options']>(argv: string[], options: T) {
+  try {
+    return parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        ...options,
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      } as const,
+    }).values;
+  } catch (error) {
+    throw new UsageError((error as Error).message.split('\n')[0]);
+  }
+}
+
+/** An integer flag within [min, max], its fallback when absent; a UsageError otherwise. */
+export function integerFlag(flag: string, text: string | undefined, fallback: number, min: number, max: number): number {
+  const value = integer(flag, text, fallback, min, max);
+  if (typeof value === 'string') throw new UsageError(value);
+  return value;
+}
+
+/** A --profile flag: an .svg path, or undefined. */
+export function svgFlag(flag: string, text: string | undefined): string | undefined {
+  if (text !== undefined && !text.endsWith('.svg')) throw new UsageError(`${flag} must name an .svg file, got "${text}"`);
+  return text;
 }

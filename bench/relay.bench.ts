@@ -22,7 +22,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
 import { OrderEventTypes, Topics } from '@app/contracts';
@@ -31,10 +30,10 @@ import { orderedProducer } from '@app/platform';
 import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
 import { testKafka } from '../test/support/kafka';
-import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
+import { describeServer, prepareBenchDatabases } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { flameGraph } from './flame-graph';
-import { integer } from './options';
+import { benchArgs, integer, integerFlag, svgFlag } from './options';
 import { PEER_BATCH_SIZE, PEER_LOCK_MS, PEER_POLL_MS, PEER_TABLE, setupPeerOutbox } from './peers/pg-transactional-outbox';
 import { BenchResult, BenchSection, UsageError } from './section';
 
@@ -60,49 +59,31 @@ export const usage =
   '[--pile N (0-2000000, default 100000)] [--no-peer] [--peer-mode parallel|sequential] [--json] [--profile <out.svg> (one relay under --cpu-prof)]';
 
 function parseOptions(argv: string[]): Options {
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        rows: { type: 'string' },
-        rounds: { type: 'string' },
-        instances: { type: 'string' },
-        pile: { type: 'string' },
-        'no-peer': { type: 'boolean', default: false },
-        'peer-mode': { type: 'string' },
-        json: { type: 'boolean', default: false },
-        profile: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-    const rows = integer('--rows', values.rows, 20_000, 100, 1_000_000);
-    const rounds = integer('--rounds', values.rounds, 2, 1, 10);
-    const pile = integer('--pile', values.pile, 100_000, 0, 2_000_000);
-    for (const value of [rows, rounds, pile]) if (typeof value === 'string') throw new UsageError(value);
-    const instances = (values.instances ?? '1,2,4').split(',').map((text) => integer('--instances', text, 1, 1, SHARDS));
-    const bad = instances.find((value) => typeof value === 'string');
-    if (bad !== undefined) throw new UsageError(`${bad} (a comma-separated list)`);
-    const peerMode = values['peer-mode'] ?? 'parallel';
-    if (peerMode !== 'parallel' && peerMode !== 'sequential')
-      throw new UsageError(`--peer-mode must be parallel or sequential, got "${peerMode}"`);
-    if (values.profile !== undefined && !values.profile.endsWith('.svg'))
-      throw new UsageError(`--profile must name an .svg file, got "${values.profile}"`);
-    return {
-      rows: rows as number,
-      rounds: rounds as number,
-      instances: [...new Set(instances as number[])],
-      pile: pile as number,
-      peer: !values['no-peer'],
-      peerMode,
-      json: values.json,
-      profile: values.profile,
-    };
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    throw new UsageError((error as Error).message.split('\n')[0]);
-  }
+  const values = benchArgs(argv, {
+    rows: { type: 'string' },
+    rounds: { type: 'string' },
+    instances: { type: 'string' },
+    pile: { type: 'string' },
+    'no-peer': { type: 'boolean', default: false },
+    'peer-mode': { type: 'string' },
+    profile: { type: 'string' },
+  });
+  const instances = (values.instances ?? '1,2,4').split(',').map((text) => integer('--instances', text, 1, 1, SHARDS));
+  const bad = instances.find((value) => typeof value === 'string');
+  if (bad !== undefined) throw new UsageError(`${bad} (a comma-separated list)`);
+  const peerMode = values['peer-mode'] ?? 'parallel';
+  if (peerMode !== 'parallel' && peerMode !== 'sequential')
+    throw new UsageError(`--peer-mode must be parallel or sequential, got "${peerMode}"`);
+  return {
+    rows: integerFlag('--rows', values.rows, 20_000, 100, 1_000_000),
+    rounds: integerFlag('--rounds', values.rounds, 2, 1, 10),
+    instances: [...new Set(instances as number[])],
+    pile: integerFlag('--pile', values.pile, 100_000, 0, 2_000_000),
+    peer: !values['no-peer'],
+    peerMode,
+    json: values.json,
+    profile: svgFlag('--profile', values.profile),
+  };
 }
 
 /** One round's messages: the rows a relay finds in the outbox, in sequence order. */
@@ -467,13 +448,11 @@ function measured(
 
 export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
-  const ordersDb = benchDatabaseName(benchOrdersUrl);
-  if (!ordersDb) throw new UsageError('BENCH_ORDERS_DATABASE_URL must name a database of its own containing "bench" (it is dropped)');
   if (!process.env.KAFKA_BROKERS)
     throw new UsageError('KAFKA_BROKERS is not set: run it through `npm run bench -- relay` (scripts/bench.sh starts the broker)');
   const machine = describeMachine();
-  progress(`recreating ${ordersDb}, building`);
-  await recreateBenchDatabase(benchOrdersUrl, ordersDb, 'orders');
+  progress('recreating the bench database, building');
+  await prepareBenchDatabases([[benchOrdersUrl, 'BENCH_ORDERS_DATABASE_URL', 'orders']]);
   const server = await describeServer(benchOrdersUrl);
   buildForTests();
 

@@ -15,7 +15,6 @@
  */
 import { benchNotifierUrl, benchReceiverUrl } from './bench-env'; // first: it points test/support at the bench databases
 import { randomUUID } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { Producer } from 'kafkajs';
 import { Pool } from 'pg';
 import { Webhook } from 'standardwebhooks';
@@ -24,11 +23,11 @@ import { RunningApp, startApp } from '../test/support/apps';
 import { buildForTests } from '../test/support/build';
 import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka } from '../test/support/kafka';
 import { WebhookReceiver } from '../test/support/webhook-receiver';
-import { benchDatabaseName, recreateBenchDatabase } from './bench-database';
+import { prepareBenchDatabases } from './bench-database';
 import { percentile } from './load';
 import { describeMachine, Machine, runAsMain } from './cli';
-import { integer } from './options';
-import { BenchResult, BenchSection, UsageError } from './section';
+import { benchArgs, integerFlag } from './options';
+import { BenchResult, BenchSection } from './section';
 
 const CONCURRENCY = 64;
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
@@ -44,27 +43,13 @@ export const usage =
   'usage: npm run bench -- webhooks [--deliveries N (100-1000000, default 5000)] [--rate N/s (default 200)] [--seconds N (default 30)] [--json]';
 
 function parseOptions(argv: string[]): Options {
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        deliveries: { type: 'string' },
-        rate: { type: 'string' },
-        seconds: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-    const deliveries = integer('--deliveries', values.deliveries, 5_000, 100, 1_000_000);
-    const rate = integer('--rate', values.rate, 200, 1, 10_000);
-    const seconds = integer('--seconds', values.seconds, 30, 1, 3_600);
-    for (const value of [deliveries, rate, seconds]) if (typeof value === 'string') throw new UsageError(value);
-    return { deliveries: deliveries as number, rate: rate as number, seconds: seconds as number, json: values.json };
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    throw new UsageError((error as Error).message.split('\n')[0]);
-  }
+  const values = benchArgs(argv, { deliveries: { type: 'string' }, rate: { type: 'string' }, seconds: { type: 'string' } });
+  return {
+    deliveries: integerFlag('--deliveries', values.deliveries, 5_000, 100, 1_000_000),
+    rate: integerFlag('--rate', values.rate, 200, 1, 10_000),
+    seconds: integerFlag('--seconds', values.seconds, 30, 1, 3_600),
+    json: values.json,
+  };
 }
 
 interface Throughput {
@@ -192,17 +177,12 @@ function checkArrivals(
 
 export async function run(argv: string[]): Promise<BenchResult> {
   const options = parseOptions(argv);
-  const notifierDb = benchDatabaseName(benchNotifierUrl);
-  const receiverDb = benchDatabaseName(benchReceiverUrl);
-  if (!notifierDb || !receiverDb) {
-    throw new UsageError(
-      'BENCH_NOTIFIER_DATABASE_URL and BENCH_WEBHOOK_RECEIVER_DATABASE_URL must name databases of their own containing "bench" (they are dropped)',
-    );
-  }
   const machine = describeMachine();
-  progress(`recreating ${notifierDb} and ${receiverDb}, building`);
-  await recreateBenchDatabase(benchNotifierUrl, notifierDb, 'notifier');
-  await recreateBenchDatabase(benchReceiverUrl, receiverDb, 'receiver');
+  progress('recreating the bench databases, building');
+  await prepareBenchDatabases([
+    [benchNotifierUrl, 'BENCH_NOTIFIER_DATABASE_URL', 'notifier'],
+    [benchReceiverUrl, 'BENCH_WEBHOOK_RECEIVER_DATABASE_URL', 'receiver'],
+  ]);
   buildForTests();
 
   const problems: string[] = [];
