@@ -8,6 +8,7 @@ import { opsConfig } from './config';
 import { ConsumerDatabases } from './consumer-databases';
 import { MigrateCommand } from './db/migrate.command';
 import { DlqListCommand } from './dlq/dlq-list.command';
+import { DeadLetterRedriveService } from './dlq/dead-letter-redrive.service';
 import { DlqRedriveCommand } from './dlq/dlq-redrive.command';
 import { InboxSweepCommand } from './inbox/inbox-sweep.command';
 import { KafkaProducer } from './kafka-producer';
@@ -38,6 +39,7 @@ import { WebhooksRetryCommand } from './webhooks/webhooks-retry.command';
     InboxSweepCommand,
     DlqListCommand,
     DlqRedriveCommand,
+    DeadLetterRedriveService,
     AuditCommand,
     WebhooksListCommand,
     WebhooksRetryCommand,
