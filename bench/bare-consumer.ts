@@ -1,6 +1,7 @@
 import { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { Pool } from 'pg';
 import { Headers, OrderPlacedV1, Topics } from '@app/contracts';
+import { bareTransaction } from './bare-transaction';
 
 export const BARE_GROUP = 'bench-bare-consumer';
 /** As libs/inbox's InboxConsumer: one partition's batch at a time (kafkajs' default). */
@@ -62,9 +63,7 @@ export class BareConsumer {
       skus.push(payload.sku);
       quantities.push(payload.quantity);
     }
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await bareTransaction(this.pool, async (client) => {
       const { rows } = await client.query<{ message_id: string }>(
         /* sql */ `
         INSERT INTO bare_inbox (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
@@ -82,13 +81,7 @@ export class BareConsumer {
         ON CONFLICT (tenant_id, order_id) DO NOTHING`,
         [ids, tenants, orders, skus, quantities, rows.map((row) => row.message_id)],
       );
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
     const last = batch.messages[batch.messages.length - 1].offset;
     await this.consumer!.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
     resolveOffset(last);

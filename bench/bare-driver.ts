@@ -5,6 +5,7 @@ import { Operations, Topics } from '@app/contracts';
 import { fingerprint } from '@app/idempotency';
 import { keyHash } from '@app/outbox';
 import { Reply } from './load';
+import { bareTransaction } from './bare-transaction';
 
 /**
  * The ceiling for `POST /v1/orders`: the same work through the bare `pg` driver, no HTTP, no framework.
@@ -43,9 +44,7 @@ export class BareDriverCreate {
     const tenantId = await this.tenant();
     const fields = { sku: 'BENCH-1', quantity: 1, customerRef: null };
     const print = fingerprint(fields);
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await bareTransaction(this.pool, async (client) => {
       const claimed = await client.query({
         name: 'bench-claim',
         text: `INSERT INTO idempotency_receipts (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
@@ -91,13 +90,7 @@ export class BareDriverCreate {
           order.id,
         ],
       });
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
     return { status: 201, headers: {}, body: '', ms: Number(process.hrtime.bigint() - started) / 1e6 };
   }
 
