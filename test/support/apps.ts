@@ -35,7 +35,21 @@ export interface RunningApp {
 }
 
 /** Runs an app's real entry point from source as its own process, on a free port, and waits until it is live. */
-export async function startApp(app: AppName, env: Record<string, string> = {}, { nodeArgs = [] as string[] } = {}): Promise<RunningApp> {
+export async function startApp(app: AppName, env: Record<string, string> = {}, options: { nodeArgs?: string[] } = {}): Promise<RunningApp> {
+  // A port is free when chosen and taken only when the app listens; should another process take it
+  // meanwhile (see free-port.ts), the app exits with EADDRINUSE and is started again on other ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(app, env, options);
+    } catch (error) {
+      if (!(error instanceof PortTaken) || attempt === 3) throw error;
+    }
+  }
+}
+
+class PortTaken extends Error {}
+
+async function startOnce(app: AppName, env: Record<string, string>, { nodeArgs = [] as string[] }): Promise<RunningApp> {
   const port = await freePort();
   const managementPort = managed.has(app) ? await freePort() : port;
   const child = spawn(process.execPath, [...nodeArgs, ...entryArgs(`apps/${app}/src/main.ts`)], {
@@ -78,7 +92,10 @@ async function waitUntilLive(app: RunningApp, exited: Promise<Exit>, timeoutMs =
   void exited.then(() => (gone = true));
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (gone) throw new Error(`app exited before it was live:\n${app.output()}`);
+    if (gone) {
+      const message = `app exited before it was live:\n${app.output()}`;
+      throw /EADDRINUSE/.test(app.output()) ? new PortTaken(message) : new Error(message);
+    }
     try {
       if ((await fetch(`${app.url}/health/live`)).ok) return;
     } catch {

@@ -1,4 +1,5 @@
 import { createServer, Server, Socket, connect } from 'node:net';
+import { freePort } from './free-port';
 
 /**
  * A TCP relay in front of the real PostgreSQL, so a test can cut the network between an app and its
@@ -15,11 +16,8 @@ export class TcpProxy {
   ) {}
 
   static async start(target: { host: string; port: number }): Promise<TcpProxy> {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const port = (probe.address() as { port: number }).port;
-    await new Promise((resolve) => probe.close(resolve));
-    const proxy = new TcpProxy(target, port);
+    // Outside the ephemeral range: while cut, the port is closed, and a client's outgoing connection must not get it.
+    const proxy = new TcpProxy(target, await freePort());
     await proxy.restore();
     return proxy;
   }
