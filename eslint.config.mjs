@@ -7,7 +7,7 @@ import { importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', '.cache/', 'coverage/', '**/node_modules/'] },
+  { ignores: ['**/dist/', '.cache/', 'coverage/', '**/node_modules/'] },
   js.configs.recommended,
   tseslint.configs.recommended,
   {

@@ -12,8 +12,9 @@ import { promisify } from 'node:util';
 import { Pool } from 'pg';
 import { Topics } from '@app/contracts';
 import { createKafka } from '@app/platform';
+import { IdempotencyKeyReusedError, OrdersClient, ProblemError, ServerError } from '@app/client';
 import { freePort } from '../support/free-port';
-import { http, HttpResult } from '../support/http';
+import { http } from '../support/http';
 
 const root = join(__dirname, '..', '..');
 const run = promisify(execFile);
@@ -94,11 +95,16 @@ async function infra(command: 'up' | 'down'): Promise<void> {
   });
 }
 
+/** A demo tenant: its API key and the client upstream services use (libs/client) for every command. */
 class Client {
+  readonly orders: OrdersClient;
+
   constructor(
     readonly tenant: string,
-    private readonly apiKey: string,
-  ) {}
+    readonly apiKey: string,
+  ) {
+    this.orders = this.via(env.api);
+  }
 
   static async create(tenant: string): Promise<Client> {
     const created = await ops(['clients:create', '--tenant', tenant, '--name', 'npm run demo', '--json']);
@@ -106,17 +112,9 @@ class Client {
     return new Client(tenant, JSON.parse(created.stdout.trim().split('\n').pop()!).apiKey);
   }
 
-  headers(key: string, extra: Record<string, string> = {}): Record<string, string> {
-    return { Authorization: `Bearer ${this.apiKey}`, 'Idempotency-Key': key, ...extra };
-  }
-
-  /** POST /v1/orders on a connection of its own (to `api`, the service's by default). */
-  createOrder(key: string, body: object, extra: Record<string, string> = {}, api = env.api): Promise<HttpResult> {
-    return http(`${api}/v1/orders`, { method: 'POST', headers: this.headers(key, extra), body });
-  }
-
-  cancelOrder(orderId: string, key: string, body: object): Promise<HttpResult> {
-    return http(`${env.api}/v1/orders/${orderId}/cancel`, { method: 'POST', headers: this.headers(key), body });
+  /** The same tenant's client against another API (`api`), sending `headers` with every request. */
+  via(api: string, headers: Record<string, string> = {}): OrdersClient {
+    return new OrdersClient({ baseUrl: api, apiKey: this.apiKey, headers });
   }
 
   /** Sends the request, takes the status line and throws the reply away, as a client whose connection broke would. */
@@ -124,7 +122,11 @@ class Client {
     return new Promise((resolve, reject) => {
       const req = httpRequest(
         `${env.api}/v1/orders`,
-        { method: 'POST', agent: false, headers: { ...this.headers(key), 'Content-Type': 'application/json' } },
+        {
+          method: 'POST',
+          agent: false,
+          headers: { Authorization: `Bearer ${this.apiKey}`, 'Idempotency-Key': key, 'Content-Type': 'application/json' },
+        },
         (res) => {
           res.destroy();
           resolve(res.statusCode!);
@@ -135,6 +137,13 @@ class Client {
     });
   }
 }
+
+/** What a call ended with: its outcome, or the error it threw. */
+async function settle<T>(call: Promise<T>): Promise<T | Error> {
+  return call.catch((error: Error) => error);
+}
+
+const short = (id: string | undefined) => id?.slice(0, 8);
 
 /** The built command-api (`npm start` built it) with fault injection on, on a free port, until stop(). */
 async function startFaultInjectingApi(): Promise<{ url: string; stop(): Promise<void> }> {
@@ -182,46 +191,41 @@ async function preflight(): Promise<void> {
 async function racingDuplicates(a: Client): Promise<void> {
   const key = `race-${randomUUID()}`;
   const body = { sku: 'DEMO-RACE', quantity: 2 };
-  const replies = await Promise.all(Array.from({ length: 8 }, () => a.createOrder(key, body)));
-  const created = replies.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined).length;
-  const replayed = replies.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === 'true').length;
-  const bodies = new Set(replies.map((r) => r.text)).size;
+  // Eight clients at once, each on its own connection, all sending one logical action with one key.
+  const replies = await Promise.all(Array.from({ length: 8 }, () => a.via(env.api).createOrder(body, { key })));
+  const created = replies.filter((r) => !r.replayed).length;
+  const replayed = replies.filter((r) => r.replayed).length;
+  const ids = new Set(replies.map((r) => r.value.id)).size;
   const counts = await tenantCounts(a.tenant);
   finding(
-    created === 1 && replayed === 7 && bodies === 1 && counts.orders === 1 && counts.receipts === 1 && counts.outbox === 1,
-    `8 racing duplicates, each on its own connection -> ${created} created, ${replayed} replayed, ${bodies} distinct body; ${show(counts)}`,
+    created === 1 && replayed === 7 && ids === 1 && counts.orders === 1 && counts.receipts === 1 && counts.outbox === 1,
+    `8 racing duplicates, each on its own connection -> ${created} created, ${replayed} replayed, ${ids} order id; ${show(counts)}`,
   );
 
-  const changed = await a.createOrder(key, { ...body, quantity: 3 });
+  const changed = await settle(a.orders.createOrder({ ...body, quantity: 3 }, { key }));
   const after = await tenantCounts(a.tenant);
   finding(
-    changed.status === 422 && String(changed.body?.type).endsWith('/idempotency-key-reused') && after.orders === 1,
-    `same key, quantity changed -> ${changed.status} ${changed.body?.type}; still ${show(after)}`,
+    changed instanceof IdempotencyKeyReusedError && changed.attempts === 1 && after.orders === 1,
+    `same key, quantity changed -> ${changed instanceof ProblemError ? `${changed.status} ${changed.type}, not retried` : 'no error'}; still ${show(after)}`,
   );
 }
 
 async function separateScopes(a: Client, b: Client): Promise<void> {
   const key = `scope-${randomUUID()}`;
   const body = { sku: 'DEMO-SCOPE', quantity: 1 };
-  const first = await a.createOrder(key, body);
-  const otherTenant = await b.createOrder(key, body);
+  const first = await a.orders.createOrder(body, { key });
+  const otherTenant = await b.orders.createOrder(body, { key });
   finding(
-    first.status === 201 &&
-      otherTenant.status === 201 &&
-      otherTenant.body.id !== first.body.id &&
-      otherTenant.headers['idempotent-replayed'] === undefined,
-    `tenant B sends tenant A's key and body -> its own new order (${otherTenant.body?.id?.slice(0, 8)}), never A's (${first.body?.id?.slice(0, 8)})`,
+    otherTenant.value.id !== first.value.id && !otherTenant.replayed,
+    `tenant B sends tenant A's key and body -> its own new order (${short(otherTenant.value.id)}), never A's (${short(first.value.id)})`,
   );
-  const otherKey = await a.createOrder(`${key}-2`, body);
-  finding(
-    otherKey.status === 201 && otherKey.body.id !== first.body.id,
-    `same tenant and body, another key -> another order (${otherKey.status})`,
-  );
+  const otherKey = await a.orders.createOrder(body, { key: `${key}-2` });
+  finding(otherKey.value.id !== first.value.id, `same tenant and body, another key -> another order (${otherKey.status})`);
   // The same key on another operation is another scope: it cancels instead of replaying the create.
-  const otherOperation = await a.cancelOrder(first.body.id, key, { reason: 'demo: same key, other operation' });
+  const otherOperation = await a.orders.cancelOrder(first.value.id, 'demo: same key, other operation', { key });
   finding(
-    otherOperation.status === 200 && otherOperation.body?.status === 'cancelled',
-    `same tenant and key, operation orders.cancel -> executed as its own action (${otherOperation.status}, ${otherOperation.body?.status})`,
+    otherOperation.status === 200 && otherOperation.value.status === 'cancelled' && !otherOperation.replayed,
+    `same tenant and key, operation orders.cancel -> executed as its own action (${otherOperation.status}, ${otherOperation.value.status})`,
   );
 }
 
@@ -232,21 +236,22 @@ async function injectedFailure(a: Client): Promise<void> {
   // Fault injection is a test-only switch (NODE_ENV=test): `npm start` never turns it on, so this
   // finding runs a command-api of its own with it, on the same database, for one request.
   const faulty = await startFaultInjectingApi();
-  let failed: HttpResult;
+  let failed: Error | unknown;
   try {
-    failed = await a.createOrder(key, body, { 'X-Fault-Injection': 'before-commit' }, faulty.url);
+    failed = await settle(a.via(faulty.url, { 'X-Fault-Injection': 'before-commit' }).createOrder(body, { key }));
   } finally {
     await faulty.stop();
   }
   const between = await tenantCounts(a.tenant);
-  const retried = await a.createOrder(key, body);
+  const retried = await a.orders.createOrder(body, { key });
   const after = await tenantCounts(a.tenant);
   finding(
-    failed.status >= 500 &&
+    failed instanceof ServerError &&
       JSON.stringify(between) === JSON.stringify(before) &&
       retried.status === 201 &&
+      !retried.replayed &&
       after.orders === before.orders + 1,
-    `failure injected after the order, its event and the receipt were written, before COMMIT -> ${failed.status}, no order, receipt or outbox row stored (tenant still has ${show(between)}); the retry -> ${retried.status}, one order`,
+    `failure injected after the order, its event and the receipt were written, before COMMIT -> ${failed instanceof ProblemError ? failed.status : String(failed)}, no order, receipt or outbox row stored (tenant still has ${show(between)}); the retry with the same key -> ${retried.status}, one order`,
   );
 }
 
@@ -255,32 +260,34 @@ async function lostReply(a: Client): Promise<void> {
   const body = { sku: 'DEMO-LOST', quantity: 4 };
   const discarded = await a.createOrderAndLoseTheReply(key, body);
   const before = await tenantCounts(a.tenant);
-  const retried = await a.createOrder(key, body);
+  // The client does not guess: it asks what the service remembers for the key, then sends again with it.
+  const receipt = await a.orders.getReceipt('orders.create', key);
+  const retried = await a.orders.createOrder(body, { key });
   const after = await tenantCounts(a.tenant);
   finding(
-    retried.status === 201 && retried.headers['idempotent-replayed'] === 'true' && JSON.stringify(after) === JSON.stringify(before),
-    `reply (${discarded}) thrown away by the client, retried on a fresh connection -> ${retried.status}, Idempotent-Replayed: ${retried.headers['idempotent-replayed']}; counts unchanged`,
+    receipt?.status === 'completed' &&
+      receipt.effect?.id === retried.value.id &&
+      retried.replayed &&
+      JSON.stringify(after) === JSON.stringify(before),
+    `reply (${discarded}) thrown away by the client; its receipt says ${receipt?.status} (order ${short(receipt?.effect?.id)}); resent with the same key -> ${retried.status}, replayed: ${retried.replayed}; counts unchanged`,
   );
 }
 
 async function retentionBoundary(a: Client): Promise<void> {
   const key = `expiry-${randomUUID()}`;
   const body = { sku: 'DEMO-EXPIRY', quantity: 1 };
-  const first = await a.createOrder(key, body);
-  const inWindow = await a.createOrder(key, body);
+  const first = await a.orders.createOrder(body, { key });
+  const inWindow = await a.orders.createOrder(body, { key });
   // Waiting out the real retention (24 h by default) is no demo: move this one receipt's expiry to
   // now, on the database clock, which is exactly what the passing of time would do.
   await db.orders.query(
     `UPDATE idempotency_receipts SET expires_at = now() WHERE tenant_id = $1 AND operation = 'orders.create' AND idempotency_key = $2`,
     [a.tenant, key],
   );
-  const afterExpiry = await a.createOrder(key, body);
+  const afterExpiry = await a.orders.createOrder(body, { key });
   finding(
-    inWindow.headers['idempotent-replayed'] === 'true' &&
-      afterExpiry.status === 201 &&
-      afterExpiry.headers['idempotent-replayed'] === undefined &&
-      afterExpiry.body.id !== first.body.id,
-    `retention boundary: inside the window -> replay; at expires_at (moved to now) -> a new order ${afterExpiry.body?.id?.slice(0, 8)} (was ${first.body?.id?.slice(0, 8)})`,
+    inWindow.replayed && !afterExpiry.replayed && afterExpiry.value.id !== first.value.id,
+    `retention boundary: inside the window -> replay; at expires_at (moved to now) -> a new order ${short(afterExpiry.value.id)} (was ${short(first.value.id)})`,
   );
 }
 
@@ -311,8 +318,8 @@ async function kafkaOutage(a: Client): Promise<void> {
   await infra('down');
   const placed: string[] = [];
   for (let i = 0; i < 5; i++) {
-    const reply = await a.createOrder(`outage-${randomUUID()}`, { sku: 'DEMO-OUTAGE', quantity: i + 1 });
-    if (reply.status === 201) placed.push(reply.body.id);
+    const reply = await settle(a.orders.createOrder({ sku: 'DEMO-OUTAGE', quantity: i + 1 }));
+    if (!(reply instanceof Error)) placed.push(reply.value.id);
   }
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const waiting = await count(db.orders, 'SELECT count(*) AS n FROM outbox_messages WHERE message_key = ANY($1) AND published_at IS NULL', [

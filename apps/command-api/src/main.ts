@@ -1,7 +1,7 @@
 import { runHttpApp } from '@app/platform';
 import { AppModule } from './app.module';
 import { commandApiConfig } from './config';
-import { commandApiProblems } from './http/problem-catalog';
+import { commandApiProblems, documentedProblemTypes } from './http/problem-catalog';
 
 void runHttpApp({
   name: 'command-api',
@@ -20,6 +20,7 @@ void runHttpApp({
           'most 32 levels, whose strings (values and field names) are valid Unicode text without NUL characters; ' +
           'anything else is a 400 that stores nothing.',
       )
+      .addExtension('x-problem-types', documentedProblemTypes())
       .addBearerAuth({
         type: 'http',
         scheme: 'bearer',

@@ -1,5 +1,5 @@
 import { IdempotencyError, IdempotencyErrorCode, StoredResponse } from '@app/idempotency';
-import { PROBLEM_CONTENT_TYPE, ProblemException, ProblemMapper, problemType } from '@app/platform';
+import { platformProblemTypes, PROBLEM_CONTENT_TYPE, ProblemException, ProblemMapper, problemType } from '@app/platform';
 
 /** Every error code the command API answers with, and the problem it becomes. One table, one place. */
 const catalog = {
@@ -38,6 +38,19 @@ export function problemException(
 export function problemResponse(code: ProblemCode, detail: string, extensions: Record<string, unknown> = {}): StoredResponse {
   const { problem } = problemException(code, detail, extensions);
   return { status: problem.status, headers: { 'Content-Type': PROBLEM_CONTENT_TYPE }, body: problem };
+}
+
+/**
+ * Every problem type the API's operations answer with, its status and title, published in the OpenAPI
+ * document as `x-problem-types` so that clients (libs/client checks itself against it) type errors by `type`.
+ * The injected fault is left out: it exists only where a test turned fault injection on.
+ */
+export function documentedProblemTypes(): Record<string, { status: number; title: string }> {
+  const types: Record<string, { status: number; title: string }> = { ...platformProblemTypes };
+  for (const [code, { status, slug, title }] of Object.entries(catalog)) {
+    if (code !== 'FAULT.INJECTED') types[problemType(slug)] = { status, title };
+  }
+  return types;
 }
 
 /** Thrown only where fault injection is enabled (never in production): proves a failure before commit leaves nothing. */

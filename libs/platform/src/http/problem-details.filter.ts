@@ -9,6 +9,13 @@ import { Problem, PROBLEM_CONTENT_TYPE, ProblemException, problemType } from './
 export type ProblemMapper = (error: unknown) => ProblemException | undefined;
 
 const SERVICE_UNAVAILABLE = problemType('service-unavailable');
+const INTERNAL_ERROR = problemType('internal-server-error');
+
+/** The problems every HTTP app can answer besides its own catalog: for its OpenAPI document (`x-problem-types`). */
+export const platformProblemTypes: Record<string, { status: number; title: string }> = {
+  [SERVICE_UNAVAILABLE]: { status: 503, title: 'Service unavailable' },
+  [INTERNAL_ERROR]: { status: 500, title: 'Internal Server Error' },
+};
 
 /** Any app: a database that cannot answer is a 503 to retry, never a "not found" and never a 500. */
 export const databaseUnavailable: ProblemMapper = (error) =>
