@@ -1,0 +1,163 @@
+import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { AddressInfo } from 'node:net';
+import {
+  ForbiddenError,
+  InvalidRequestError,
+  OutcomeUnknownError,
+  RateLimitedError,
+  RequestInProgressError,
+  ServerError,
+  ServiceUnavailableError,
+  UnexpectedResponseError,
+} from './errors';
+import { OrdersClient, RetryEvent } from './orders-client';
+
+/**
+ * Which answers the client retries and which it throws at once, against a scripted HTTP server (the
+ * service itself, with its database, is in test/client-applies-each-action-once-through-faults.e2e-spec.ts).
+ */
+type Reply = { status: number; problem?: string; headers?: Record<string, string>; body?: string };
+
+const order = { id: '0f8fad5b-d9cb-469f-a165-70867728950e', sku: 'S', quantity: 1, customerRef: null, status: 'placed' };
+const created: Reply = { status: 201, body: JSON.stringify(order), headers: { 'Idempotency-Expires': 'Sat, 05 Dec 2026 12:00:00 GMT' } };
+const problem = (status: number, slug: string, headers: Record<string, string> = {}): Reply => ({
+  status,
+  problem: `/problems/${slug}`,
+  headers,
+});
+
+describe('OrdersClient: what is retried', () => {
+  let server: Server;
+  let url: string;
+  let script: Reply[];
+  let requests: { method: string; path: string; key?: string; at: number }[];
+
+  beforeAll(async () => {
+    server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      req.on('end', () => {
+        requests.push({ method: req.method!, path: req.url!, key: req.headers['idempotency-key'] as string, at: Date.now() });
+        const reply = script.shift() ?? problem(500, 'internal-server-error');
+        const body = reply.problem
+          ? JSON.stringify({ type: reply.problem, title: reply.problem, status: reply.status })
+          : (reply.body ?? '');
+        const type = reply.problem ? 'application/problem+json' : 'application/json';
+        res.writeHead(reply.status, { 'Content-Type': type, ...reply.headers }).end(body);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  beforeEach(() => {
+    script = [];
+    requests = [];
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const client = (events: RetryEvent[] = [], deadlineMs = 5_000) =>
+    new OrdersClient({
+      baseUrl: url,
+      apiKey: 'k',
+      retry: { baseDelayMs: 5, maxDelayMs: 20, deadlineMs },
+      onRetry: (event) => events.push(event),
+    });
+
+  it.each([
+    [problem(400, 'invalid-request'), InvalidRequestError],
+    [problem(403, 'forbidden'), ForbiddenError],
+    [problem(500, 'internal-server-error'), ServerError],
+  ])('throws %j at once, typed, after one request', async (reply, Type) => {
+    script = [reply];
+    const error = await client()
+      .createOrder({ sku: 'S', quantity: 1 })
+      .catch((failure) => failure);
+    expect(error).toBeInstanceOf(Type);
+    expect(requests).toHaveLength(1);
+  });
+
+  it('retries 409 in progress and 429 with the same key, waiting Retry-After, and reports each wait', async () => {
+    const events: RetryEvent[] = [];
+    script = [
+      problem(409, 'idempotency-request-in-progress', { 'Retry-After': '0' }),
+      problem(429, 'rate-limited', { 'Retry-After': '1' }),
+      created,
+    ];
+    const outcome = await client(events).createOrder({ sku: 'S', quantity: 1 });
+    expect(outcome).toMatchObject({ status: 201, attempts: 3, replayed: false, resolvedFromReceipt: false, value: order });
+    expect(outcome.expiresAt).toEqual(new Date('2026-12-05T12:00:00Z'));
+    expect(new Set(requests.map((request) => request.key))).toEqual(new Set([outcome.key]));
+    expect(requests[2].at - requests[1].at).toBeGreaterThanOrEqual(1_000);
+    expect(events.map((event) => [event.attempt, event.outcomeUnknown])).toEqual([
+      [1, false],
+      [2, false],
+    ]);
+  });
+
+  it('asks for the receipt after a 503 before sending again (the database may have failed during COMMIT)', async () => {
+    script = [problem(503, 'service-unavailable', { 'Retry-After': '0' }), problem(404, 'receipt-not-found'), created];
+    const outcome = await client().createOrder({ sku: 'S', quantity: 1 }, { key: 'k-503' });
+    expect(requests.map((request) => `${request.method} ${request.path}`)).toEqual([
+      'POST /v1/orders',
+      'GET /v1/idempotency-receipts/orders.create/k-503',
+      'POST /v1/orders',
+    ]);
+    expect(outcome).toMatchObject({ attempts: 2, resolvedFromReceipt: false });
+  });
+
+  it('a 504 from a gateway is an unknown outcome; a receipt that says applied is reported', async () => {
+    script = [
+      { status: 504, body: 'gateway timeout', headers: { 'Content-Type': 'text/plain' } },
+      { status: 200, body: JSON.stringify({ status: 'completed', expiresAt: '2026-12-05T12:00:00Z' }) },
+      { ...created, headers: { ...created.headers, 'Idempotent-Replayed': 'true' } },
+    ];
+    const outcome = await client().createOrder({ sku: 'S', quantity: 1 });
+    expect(outcome).toMatchObject({ replayed: true, resolvedFromReceipt: true, attempts: 2 });
+  });
+
+  it('gives up at the deadline: the last error when the outcome is known, OutcomeUnknownError when it is not', async () => {
+    script = Array(100).fill(problem(409, 'idempotency-request-in-progress', { 'Retry-After': '0' }));
+    await expect(client([], 300).createOrder({ sku: 'S', quantity: 1 })).rejects.toBeInstanceOf(RequestInProgressError);
+    script = Array(100).fill(problem(429, 'rate-limited', { 'Retry-After': '0' }));
+    await expect(client([], 300).cancelOrder(order.id, 'r')).rejects.toBeInstanceOf(RateLimitedError);
+    script = Array(100).fill(problem(503, 'service-unavailable', { 'Retry-After': '0' }));
+    const unknown = await client([], 300)
+      .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-unknown' })
+      .catch((failure) => failure);
+    expect(unknown).toBeInstanceOf(OutcomeUnknownError);
+    expect(unknown).toMatchObject({ key: 'k-unknown' });
+    expect(unknown.cause).toBeInstanceOf(ServiceUnavailableError);
+  });
+
+  it('a Retry-After beyond the deadline ends the call at once instead of waiting past it', async () => {
+    script = [problem(429, 'rate-limited', { 'Retry-After': '60' })];
+    const started = Date.now();
+    await expect(client([], 2_000).createOrder({ sku: 'S', quantity: 1 })).rejects.toBeInstanceOf(RateLimitedError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it('an answer that is not the API (no problem document) is UnexpectedResponseError, not retried', async () => {
+    script = [{ status: 404, body: '<html>not here</html>', headers: { 'Content-Type': 'text/html' } }];
+    await expect(client().getOrder(order.id)).rejects.toBeInstanceOf(UnexpectedResponseError);
+    expect(requests).toHaveLength(1);
+  });
+
+  it("the caller's signal stops the call; an attempt in flight then leaves the outcome unknown", async () => {
+    script = [];
+    const slow = createServer(() => undefined); // accepts and never answers
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+    try {
+      const error = await new OrdersClient({ baseUrl: slowUrl, apiKey: 'k' })
+        .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-abort', signal: AbortSignal.timeout(200) })
+        .catch((failure) => failure);
+      expect(error).toBeInstanceOf(OutcomeUnknownError);
+      expect(error.key).toBe('k-abort');
+    } finally {
+      slow.closeAllConnections();
+      await new Promise((resolve) => slow.close(resolve));
+    }
+  });
+});
