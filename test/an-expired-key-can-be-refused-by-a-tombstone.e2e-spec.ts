@@ -230,6 +230,7 @@ describe('with IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>, an expired key is refu
           const response = await client.createOrder(`k${key}`, fields);
           return { fields, sentAt, receivedAt: Date.now(), response };
         };
+        const sweptAt: number[] = [];
         const sweepAt = async (at: number) => {
           await until(at);
           const connection = await db.pool.connect();
@@ -239,6 +240,7 @@ describe('with IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>, an expired key is refu
             connection.release();
           }
           const finishedAt = Date.now();
+          sweptAt.push(finishedAt);
           // A sweep that ended inside every tombstone compacted each row and deleted none.
           if (finishedAt < windowEnd) {
             for (const [i, first] of firsts.entries()) {
@@ -256,6 +258,11 @@ describe('with IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>, an expired key is refu
           }
         };
 
+        // Sweeps run beside the retries, at their own moments.
+        const sweeping = Promise.all([
+          sweeps.during === null ? undefined : sweepAt(windowStart + sweeps.during * (windowEnd - windowStart)),
+          sweeps.afterMs === null ? undefined : sweepAt(lastEnd + clock.slack + sweeps.afterMs),
+        ]);
         const sent = await Promise.all(
           keys.map(async (k, i) => {
             const during = k.during.map((d) =>
@@ -265,12 +272,10 @@ describe('with IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>, an expired key is refu
             return Promise.all([...during, ...burst]);
           }),
         );
-        await Promise.all([
-          sweeps.during === null ? undefined : sweepAt(windowStart + sweeps.during * (windowEnd - windowStart)),
-          sweeps.afterMs === null ? undefined : sweepAt(lastEnd + clock.slack + sweeps.afterMs),
-        ]);
+        await sweeping;
 
         let executions = 0;
+        let stored = 0;
         for (const i of keys.keys()) {
           const ends = local[i].ends;
           const answers = sent[i];
@@ -309,15 +314,25 @@ describe('with IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>, an expired key is refu
           if (answers.some((s) => s.sentAt >= ends + clock.slack) && !execution)
             throw new Error(`sent after the tombstone, yet nothing executed:\n${show()}`);
           executions += executed.length;
+
+          // The receipt: the new execution's; or, without one, the first's, unless a sweep after the tombstone deleted it.
+          const row = await storedReceipt(db, tenantId, `k${i}`);
+          if (execution) expect({ key: i, effect: row?.effect_id }).toEqual({ key: i, effect: execution.response.body.id });
+          else if (row) expect({ key: i, effect: row.effect_id }).toEqual({ key: i, effect: firsts[i].body.id });
+          else if (!sweptAt.some((at) => at >= ends - clock.slack))
+            throw new Error(`k${i}'s receipt is gone, yet no sweep ran after its tombstone`);
+          if (row) stored++;
         }
         expect(await db.counts(tenantId)).toEqual({
           orders: keys.length + executions,
-          receipts: keys.length,
+          receipts: stored,
           outbox: keys.length + executions,
         });
       }),
       {
         numRuns: 3,
+        // Each run takes seconds of real time: report the failing run as it is, without shrinking it.
+        endOnFailure: true,
         ...(process.env.FC_SEED && { seed: Number(process.env.FC_SEED) }),
         ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
       },
