@@ -12,6 +12,7 @@ function boot(entry: string, env: Record<string, string>, args: string[] = []) {
 describe('a bad configuration stops boot with one line naming the variable', () => {
   it.each([
     ['apps/command-api/src/main.ts', 'COMMAND_API_PORT', 'http'],
+    ['apps/command-api/src/main.ts', 'IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL', '-1'],
     ['apps/outbox-relay/src/main.ts', 'KAFKA_BROKERS', 'nowhere'],
     ['apps/fulfillment/src/main.ts', 'FULFILLMENT_DATABASE_URL', 'mysql://localhost/fulfillment'],
     ['apps/ops/src/main.ts', 'ORDERS_DATABASE_URL', 'not a url'],

@@ -152,8 +152,26 @@ describe('the OpenAPI document of the command API', () => {
     expect(create.responses['409'].headers).toHaveProperty('Retry-After');
     expect(create.responses['503'].headers).toHaveProperty('Retry-After');
     expect(create.responses['422'].description).toMatch(/different fields/);
+    expect(create.responses['422'].description).toMatch(/idempotency-key-expired.*tombstone/);
     expect(create.responses['413'].description).toMatch(/16 KiB/);
     expect(create.responses['401'].headers).toHaveProperty('WWW-Authenticate');
+  });
+
+  it('the 422 of both commands names the members of a tombstone refusal: expiredAt and tombstoneUntil', () => {
+    for (const [path, name] of [
+      ['/v1/orders', 'create'],
+      ['/v1/orders/{id}/cancel', 'cancel'],
+    ]) {
+      const refused = operation(path, 'post').responses['422'];
+      expect({ name, properties: schema(refused.content[PROBLEM_JSON].schema.$ref).properties }).toMatchObject({
+        name,
+        properties: {
+          type: { type: 'string' },
+          expiredAt: { type: 'string', format: 'date-time' },
+          tombstoneUntil: { type: 'string', format: 'date-time' },
+        },
+      });
+    }
   });
 
   it('the create body documents the field rules the API enforces', () => {
@@ -181,6 +199,7 @@ describe('the OpenAPI document of the command API', () => {
     expect(cancel.responses['404'].description).toMatch(/another tenant/);
     expect(cancel.responses['404'].description).toMatch(/replayed/);
     expect(cancel.responses['409'].description).toMatch(/[Aa]lready cancelled/);
+    expect(cancel.responses['422'].description).toMatch(/idempotency-key-reused.*idempotency-key-expired/s);
     expect(schema(cancel.requestBody.content['application/json'].schema.$ref)).toMatchObject({
       properties: { reason: { type: 'string', minLength: 1, maxLength: 200 } },
       required: ['reason'],
@@ -226,8 +245,11 @@ describe('the OpenAPI document of the command API', () => {
         'createdAt',
         'completedAt',
         'expiresAt',
+        'tombstoneUntil',
       ]),
     );
     expect(receipt.properties.status.enum).toEqual(['completed', 'expired']);
+    expect(receipt.properties.tombstoneUntil).toMatchObject({ type: 'string', format: 'date-time', nullable: true });
+    expect(receipt.required).toContain('tombstoneUntil');
   });
 });

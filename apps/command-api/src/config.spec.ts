@@ -14,3 +14,32 @@ describe('command API configuration: the API client cache', () => {
     expect(parseConfig(commandApiConfig, { DATABASE_POOL_SIZE: '1', API_KEY_CACHE_SECONDS: '0' })).toMatchObject({ DATABASE_POOL_SIZE: 1 });
   });
 });
+
+describe('command API configuration: tombstones after expiry', () => {
+  const variables = ['IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CREATE', 'IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL'];
+
+  it('keeps none by default (0: after expiry the same key is a new request)', () => {
+    expect(parseConfig(commandApiConfig, {})).toMatchObject({
+      IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CREATE: 0,
+      IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL: 0,
+    });
+  });
+
+  it.each(variables)('%s takes whole seconds from 0 to a year', (variable) => {
+    for (const [value, parsed] of [
+      ['0', 0],
+      ['1', 1],
+      ['604800', 604800],
+      [String(365 * 24 * 3600), 365 * 24 * 3600],
+    ] as const) {
+      expect(parseConfig(commandApiConfig, { [variable]: value })).toMatchObject({ [variable]: parsed });
+    }
+  });
+
+  it.each(variables)('%s refuses negatives, fractions, words and more than a year, naming the variable', (variable) => {
+    for (const value of ['-1', '1.5', 'a week', String(365 * 24 * 3600 + 1)]) {
+      expect(() => parseConfig(commandApiConfig, { [variable]: value })).toThrow(ConfigError);
+      expect(() => parseConfig(commandApiConfig, { [variable]: value })).toThrow(new RegExp(`${variable}: .*\\(got "${value}"\\)`));
+    }
+  });
+});

@@ -8,6 +8,14 @@ const retention = () =>
     .min(1)
     .max(365 * 24 * 3600);
 const DAY = 24 * 3600;
+/** How long after its expiry a receipt still refuses its key (0: not at all, the key is then a new request). */
+const tombstone = () =>
+  z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(365 * DAY)
+    .default(0);
 
 export const commandApiConfig = z
   .object({
@@ -32,6 +40,12 @@ export const commandApiConfig = z
     /** Per-operation overrides of IDEMPOTENCY_RETENTION_SECONDS. */
     IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE: retention().optional(),
     IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL: retention().optional(),
+    /**
+     * Per operation: keep an expired receipt as a tombstone this many seconds longer, refusing a very late
+     * retry of its key (422 /problems/idempotency-key-expired) instead of running it as a new request. 0: off.
+     */
+    IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CREATE: tombstone(),
+    IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL: tombstone(),
     /** How long a 404 for an order that does not exist is remembered (the same answer whenever computed again). */
     IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND: retention().default(60),
     /** How long a duplicate waits for the request holding its key before it gets 409 + Retry-After. */

@@ -12,6 +12,8 @@ export interface ReceiptView {
   createdAt: string;
   completedAt: string;
   expiresAt: string;
+  /** Null: no tombstone. Otherwise, from expiresAt until then the key is refused (IDEMPOTENCY.KEY_EXPIRED). */
+  tombstoneUntil: string | null;
 }
 
 /** The committed receipt of a scope, or null. A request still in flight is invisible until it commits. */
@@ -20,7 +22,8 @@ export async function findReceipt(db: Queryable, scope: IdempotencyScope): Promi
     db,
     /* sql */ `
     SELECT response_status, effect_type, effect_id, region, fingerprint_version,
-           created_at, completed_at, expires_at, now() >= expires_at AS expired
+           created_at, completed_at, expires_at, tombstone_until,
+           now() >= expires_at OR compacted_at IS NOT NULL AS expired
     FROM idempotency_receipts
     WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
     [scope.tenantId, scope.operation, scope.key],
@@ -38,28 +41,61 @@ export async function findReceipt(db: Queryable, scope: IdempotencyScope): Promi
     createdAt: row.created_at.toISOString(),
     completedAt: row.completed_at.toISOString(),
     expiresAt: row.expires_at.toISOString(),
+    tombstoneUntil: row.tombstone_until?.toISOString() ?? null,
   };
 }
 
+export interface ReceiptSweep {
+  /** Receipts whose expiry and tombstone (if any) were both over. */
+  deleted: number;
+  /** Receipts expired inside their tombstone whose stored response was dropped; the rows stay to refuse their keys. */
+  compacted: number;
+}
+
 /**
- * Deletes expired receipts in batches of `batchSize`, each batch its own short statement so it never
- * holds many locks; rows a re-executing request has locked are skipped. Stops after `maxBatches`.
+ * Forgets what expired, in batches of `batchSize`, each batch its own short statement so it never holds
+ * many locks; rows a re-executing request has locked are skipped. Deletes the receipts whose expiry and
+ * tombstone are both over, then compacts those expired inside their tombstone: the response headers and
+ * body (the bulky part) go, status, effect, fingerprint and times stay. At most `maxBatches` of each.
  */
-export async function sweepExpiredReceipts(db: Queryable, batches: BatchedDelete = {}): Promise<number> {
-  return deleteInBatches(
+export async function sweepExpiredReceipts(
+  db: Queryable,
+  batches: Pick<BatchedDelete, 'batchSize' | 'maxBatches'> = {},
+): Promise<ReceiptSweep> {
+  const options = { maxBatches: 1_000, ...batches };
+  const deleted = await deleteInBatches(
     db,
     /* sql */ `
     DELETE FROM idempotency_receipts r
     USING (
       SELECT tenant_id, operation, idempotency_key FROM idempotency_receipts
-      WHERE expires_at <= now()
+      WHERE GREATEST(expires_at, tombstone_until) <= now()
+      ORDER BY GREATEST(expires_at, tombstone_until)
+      LIMIT $1
+      FOR UPDATE SKIP LOCKED
+    ) forgotten
+    WHERE (r.tenant_id, r.operation, r.idempotency_key) = (forgotten.tenant_id, forgotten.operation, forgotten.idempotency_key)
+      AND GREATEST(r.expires_at, r.tombstone_until) <= now()`,
+    [],
+    options,
+  );
+  // The same batching for an UPDATE: each statement compacts at most a batch, walking only uncompacted tombstones.
+  const compacted = await deleteInBatches(
+    db,
+    /* sql */ `
+    UPDATE idempotency_receipts r
+    SET response_headers = NULL, response_body = NULL, compacted_at = now()
+    FROM (
+      SELECT tenant_id, operation, idempotency_key FROM idempotency_receipts
+      WHERE tombstone_until IS NOT NULL AND compacted_at IS NULL AND expires_at <= now() AND tombstone_until > now()
       ORDER BY expires_at
       LIMIT $1
       FOR UPDATE SKIP LOCKED
-    ) expired
-    WHERE (r.tenant_id, r.operation, r.idempotency_key) = (expired.tenant_id, expired.operation, expired.idempotency_key)
-      AND r.expires_at <= now()`,
+    ) due
+    WHERE (r.tenant_id, r.operation, r.idempotency_key) = (due.tenant_id, due.operation, due.idempotency_key)
+      AND r.compacted_at IS NULL AND r.expires_at <= now() AND r.tombstone_until > now()`,
     [],
-    { maxBatches: 1_000, ...batches },
+    options,
   );
+  return { deleted, compacted };
 }

@@ -32,6 +32,11 @@ export interface IdempotentRequest {
   /** The operation's declared semantic fields; their fingerprint decides "same request" vs "key reused". */
   fields: SemanticFields;
   retentionSeconds: number;
+  /**
+   * After expiry, refuse the key this much longer (IDEMPOTENCY.KEY_EXPIRED) instead of running it anew:
+   * a tombstone until expires_at + tombstoneSeconds, stored on the receipt. 0 or absent: none.
+   */
+  tombstoneSeconds?: number;
   /** The deployment's region: recorded, since another region's store has its own scopes. */
   region: string;
 }
@@ -41,18 +46,27 @@ export type Claim = { kind: 'claimed' | 'reclaimed'; expiresAt: Date } | { kind:
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
+ * Expired on this transaction's clock, or already compacted by a sweep whose clock was a little ahead:
+ * a compacted receipt has no response left to replay.
+ */
+const EXPIRED = /* sql */ `(now() >= expires_at OR compacted_at IS NOT NULL)`;
+const TOMBSTONED = /* sql */ `coalesce(now() < tombstone_until, false)`;
+
+/**
  * Claims `request.scope` inside the caller's transaction, or finds the committed receipt to replay.
  *
  * The claim is an INSERT … ON CONFLICT DO NOTHING: while another transaction holds the same scope
  * uncommitted, this statement waits on the unique index (bounded by the connection's lock_timeout,
  * which becomes IDEMPOTENCY.IN_PROGRESS) and then sees the winner's committed receipt. An expired
- * receipt is replaced by a conditional UPDATE, so racing re-executions after expiry also yield one.
+ * receipt is replaced by a conditional UPDATE, so racing re-executions after expiry also yield one;
+ * while its tombstone lasts it is not replaced but refused (IDEMPOTENCY.KEY_EXPIRED), whatever the fields.
  * Database errors propagate: they never read as "no receipt".
  */
 export async function claimScope(db: Queryable, request: IdempotentRequest): Promise<Claim> {
   const { tenantId, operation, key } = request.scope;
   const scope = [tenantId, operation, key];
   const current = fingerprint(request.fields);
+  const tombstoneSeconds = request.tombstoneSeconds ?? 0;
   // A row can vanish between statements (swept after expiry); then the claim simply runs again.
   for (let attempt = 0; attempt < 3; attempt++) {
     // One round trip for both usual cases: the claim, or the receipt that was committed before this
@@ -64,21 +78,22 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
         /* sql */ `
         WITH claimed AS (
           INSERT INTO idempotency_receipts
-            (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at)
-          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+            (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until)
+          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
+                  CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END)
           ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
           RETURNING expires_at
         )
-        SELECT true AS claimed, expires_at, NULL::text AS fingerprint, NULL::smallint AS fingerprint_version,
-               NULL::smallint AS response_status, NULL::jsonb AS response_headers, NULL::json AS response_body,
-               false AS expired
+        SELECT true AS claimed, expires_at, NULL::timestamptz AS tombstone_until, NULL::text AS fingerprint,
+               NULL::smallint AS fingerprint_version, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
+               NULL::json AS response_body, false AS expired, false AS tombstoned
         FROM claimed
         UNION ALL
-        SELECT false, expires_at, fingerprint, fingerprint_version, response_status, response_headers, response_body,
-               now() >= expires_at
+        SELECT false, expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
+               response_body, ${EXPIRED}, ${TOMBSTONED}
         FROM idempotency_receipts
         WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`,
-        [...scope, current.value, current.version, request.region, request.retentionSeconds],
+        [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
       ),
     );
     if (claimed.rows[0]?.claimed) return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at };
@@ -90,7 +105,7 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
           db,
           /* sql */ `
           SELECT false AS claimed, fingerprint, fingerprint_version, response_status, response_headers, response_body,
-                 expires_at, now() >= expires_at AS expired
+                 expires_at, tombstone_until, ${EXPIRED} AS expired, ${TOMBSTONED} AS tombstoned
           FROM idempotency_receipts
           WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
           scope,
@@ -98,7 +113,19 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
       ).rows[0];
     if (!existing) continue;
 
+    if (existing.expired && existing.tombstoned) {
+      const expiredAt = existing.expires_at.toISOString();
+      const tombstoneUntil = existing.tombstone_until!.toISOString();
+      throw new IdempotencyError(
+        'IDEMPOTENCY.KEY_EXPIRED',
+        `This Idempotency-Key expired at ${expiredAt} and is refused until ${tombstoneUntil}: the action it named ` +
+          'may already have happened. Use a new key for a new action.',
+        { expiredAt, tombstoneUntil },
+      );
+    }
+
     if (existing.expired) {
+      // Only once the tombstone is over too: a late retry racing the end of a tombstone never executes early.
       const replaced = await whileClaiming(() =>
         queryRows<{ expires_at: Date }>(
           db,
@@ -106,11 +133,13 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
           UPDATE idempotency_receipts
           SET fingerprint = $4, fingerprint_version = $5, region = $6,
               response_status = NULL, response_headers = NULL, response_body = NULL,
-              effect_type = NULL, effect_id = NULL, completed_at = NULL,
-              created_at = now(), expires_at = now() + make_interval(secs => $7)
-          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND now() >= expires_at
+              effect_type = NULL, effect_id = NULL, completed_at = NULL, compacted_at = NULL,
+              created_at = now(), expires_at = now() + make_interval(secs => $7),
+              tombstone_until = CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END
+          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3
+            AND now() >= expires_at AND (tombstone_until IS NULL OR now() >= tombstone_until)
           RETURNING expires_at`,
-          [...scope, current.value, current.version, request.region, request.retentionSeconds],
+          [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
         ),
       );
       if (replaced.rows.length) return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at };
@@ -131,7 +160,8 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
 
 /**
  * Stores the command's response on the receipt this transaction claimed, with `result.withReceipt` in
- * the same statement. Returns when the receipt expires (sooner with `result.retentionSeconds`).
+ * the same statement. Returns when the receipt expires (sooner with `result.retentionSeconds`; such an
+ * answer, the same whenever it is computed again, also keeps no tombstone: running it again changes nothing).
  */
 export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<Date> {
   const [sql, parameters] = carrying(
@@ -140,7 +170,8 @@ export async function completeReceipt(db: Queryable, scope: IdempotencyScope, re
     UPDATE idempotency_receipts
     SET response_status = $4, response_headers = $5, response_body = $6,
         effect_type = $7, effect_id = $8, completed_at = now(),
-        expires_at = CASE WHEN $9::int IS NULL THEN expires_at ELSE LEAST(expires_at, now() + make_interval(secs => $9::int)) END
+        expires_at = CASE WHEN $9::int IS NULL THEN expires_at ELSE LEAST(expires_at, now() + make_interval(secs => $9::int)) END,
+        tombstone_until = CASE WHEN $9::int IS NULL THEN tombstone_until END
     WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3
     RETURNING expires_at`,
     [
@@ -168,7 +199,9 @@ interface ClaimRow {
   response_headers: Record<string, string>;
   response_body: unknown;
   expires_at: Date;
+  tombstone_until: Date | null;
   expired: boolean;
+  tombstoned: boolean;
 }
 
 async function whileClaiming<T>(statement: () => Promise<T>): Promise<T> {

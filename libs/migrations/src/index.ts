@@ -6,6 +6,7 @@ import { CreateOutboxReplays1764720000020 } from './orders/1764720000020-create-
 import { IndexOrdersByTime1764720000030 } from './orders/1764720000030-index-orders-by-time';
 import { NotifyApiClientChanges1764720000040 } from './orders/1764720000040-notify-api-client-changes';
 import { NotifyOutboxInserts1764720000045 } from './orders/1764720000045-notify-outbox-inserts';
+import { ReceiptTombstones1764720000050 } from './orders/1764720000050-receipt-tombstones';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
 import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
@@ -22,6 +23,7 @@ export const migrationSets = {
     IndexOrdersByTime1764720000030,
     NotifyApiClientChanges1764720000040,
     NotifyOutboxInserts1764720000045,
+    ReceiptTombstones1764720000050,
   ],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],

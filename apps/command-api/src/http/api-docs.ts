@@ -11,8 +11,23 @@ export class ProblemDoc {
   @ApiPropertyOptional({ description: 'Stable error code, e.g. IDEMPOTENCY.KEY_REUSED' }) code?: string;
 }
 
-const problem = (status: number, description: string, headers?: Record<string, { description: string; schema: object }>) =>
-  ApiResponse({ status, description, type: ProblemDoc, headers });
+/** The 422 of an idempotent command: its key reused with other fields, or refused by a tombstone after its expiry. */
+class IdempotencyKeyProblemDoc extends ProblemDoc {
+  @ApiPropertyOptional({ format: 'date-time', description: '/problems/idempotency-key-expired only: when the receipt of the key expired.' })
+  expiredAt?: string;
+  @ApiPropertyOptional({
+    format: 'date-time',
+    description: '/problems/idempotency-key-expired only: until when the key is refused; after it the key runs as a new request.',
+  })
+  tombstoneUntil?: string;
+}
+
+const problem = (
+  status: number,
+  description: string,
+  headers?: Record<string, { description: string; schema: object }>,
+  type: typeof ProblemDoc = ProblemDoc,
+) => ApiResponse({ status, description, type, headers });
 
 export const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
 const wwwAuthenticate = { 'WWW-Authenticate': { description: 'Bearer', schema: { type: 'string' } } };
@@ -69,5 +84,14 @@ export const ApiCommandResponses = () =>
     problem(409, 'A request with the same key is still in progress (waited IDEMPOTENCY_LOCK_TIMEOUT_MS).', retryAfter),
     problem(413, 'Body over 16 KiB. Nothing is stored.'),
     problem(415, 'Body is not application/json. Nothing is stored.'),
-    problem(422, 'The key was already used with different fields in this scope. Nothing changes.'),
+    problem(
+      422,
+      '`/problems/idempotency-key-reused`: the key was already used with different fields in this scope. ' +
+        '`/problems/idempotency-key-expired`: the receipt of the key expired and the operation keeps a tombstone ' +
+        '(IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION> above 0): until `tombstoneUntil` every request with the key is refused, ' +
+        'whatever its fields, with `expiredAt` and `tombstoneUntil`; the action it named may have happened (read the ' +
+        'receipt or the order), a new action needs a new key. Nothing changes.',
+      undefined,
+      IdempotencyKeyProblemDoc,
+    ),
   );

@@ -1,18 +1,27 @@
 import type { Response } from 'express';
 import { Counter } from 'prom-client';
 import { idempotentOperations, Operations } from '@app/contracts';
-import { IdempotencyError, IdempotencyOutcome, IdempotentResponse } from '@app/idempotency';
+import { IdempotencyError, IdempotencyErrorCode, IdempotencyOutcome, IdempotentResponse } from '@app/idempotency';
 import { logOnCompletion } from '@app/platform';
 import type { AuthenticatedClient } from '../auth/api-client-cache';
 
 /** What became of an idempotent command: the log field `idempotencyOutcome` and the metric's `outcome` label. */
-export type CommandOutcome = IdempotencyOutcome | 'conflict' | 'in-progress';
+export type CommandOutcome = IdempotencyOutcome | 'conflict' | 'in-progress' | 'expired';
 
-const OUTCOMES: CommandOutcome[] = ['created', 'replayed', 're-executed', 'conflict', 'in-progress'];
+const OUTCOMES: CommandOutcome[] = ['created', 'replayed', 're-executed', 'conflict', 'in-progress', 'expired'];
+
+/** The outcome each refusal of the receipt store stands for. */
+const REFUSALS: Record<IdempotencyErrorCode, CommandOutcome> = {
+  'IDEMPOTENCY.KEY_REUSED': 'conflict',
+  'IDEMPOTENCY.IN_PROGRESS': 'in-progress',
+  'IDEMPOTENCY.KEY_EXPIRED': 'expired',
+};
 
 const requests = new Counter({
   name: 'idempotency_requests_total',
-  help: 'Idempotent commands by operation and outcome: created, replayed, re-executed, conflict (422), in-progress (409)',
+  help:
+    'Idempotent commands by operation and outcome: created, replayed, re-executed, conflict (422), in-progress (409), ' +
+    'expired (422: refused by a tombstone)',
   labelNames: ['operation', 'outcome'],
 });
 // Every series exists from the start, so a rate() over a first conflict is not a gap.
@@ -35,7 +44,7 @@ export function visibleTo(client: AuthenticatedClient, body: unknown): unknown {
 
 /**
  * Runs an idempotent command, records its outcome (created, replayed, re-executed, conflict,
- * in-progress) on the request's log line and in `idempotency_requests_total`, with the outbox
+ * in-progress, expired) on the request's log line and in `idempotency_requests_total`, with the outbox
  * message-ids it enqueued, and writes the response's status and headers. Returns the body for Nest,
  * as much of it as `client` may see.
  */
@@ -50,9 +59,7 @@ export async function respondIdempotently(
   try {
     result = await run();
   } catch (error) {
-    if (error instanceof IdempotencyError) {
-      record(res, operation, error.code === 'IDEMPOTENCY.KEY_REUSED' ? 'conflict' : 'in-progress');
-    }
+    if (error instanceof IdempotencyError) record(res, operation, REFUSALS[error.code]);
     throw error;
   }
   record(res, operation, result.outcome);

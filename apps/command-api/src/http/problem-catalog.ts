@@ -11,6 +11,7 @@ const catalog = {
   'REQUEST.RATE_LIMITED': { status: 429, slug: 'rate-limited', title: 'Too many requests' },
   'IDEMPOTENCY.KEY_REUSED': { status: 422, slug: 'idempotency-key-reused', title: 'Idempotency key reused' },
   'IDEMPOTENCY.IN_PROGRESS': { status: 409, slug: 'idempotency-request-in-progress', title: 'Request in progress' },
+  'IDEMPOTENCY.KEY_EXPIRED': { status: 422, slug: 'idempotency-key-expired', title: 'Idempotency key expired' },
   'ORDER.NOT_FOUND': { status: 404, slug: 'order-not-found', title: 'Order not found' },
   'ORDER.ALREADY_CANCELLED': { status: 409, slug: 'order-already-cancelled', title: 'Order already cancelled' },
   'ORDER.CUSTOMER_REF_USED': { status: 409, slug: 'customer-ref-already-used', title: 'Customer reference already used' },
@@ -57,7 +58,7 @@ export function documentedProblemTypes(): Record<string, { status: number; title
 export class InjectedFault extends Error {}
 
 export const commandApiProblems: ProblemMapper = (error) => {
-  if (error instanceof IdempotencyError) return problemException(error.code satisfies IdempotencyErrorCode, error.message);
+  if (error instanceof IdempotencyError) return problemException(error.code satisfies IdempotencyErrorCode, error.message, error.details);
   if (error instanceof InjectedFault) return problemException('FAULT.INJECTED', error.message);
   return undefined;
 };

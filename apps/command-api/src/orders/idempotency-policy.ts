@@ -4,10 +4,11 @@ import { IdempotentRequest, SemanticFields } from '@app/idempotency';
 import { Operation, Operations } from '@app/contracts';
 import { CommandApiConfig } from '../config';
 
-/** The deployment's idempotency contract: retention per operation and the region recorded on receipts. */
+/** The deployment's idempotency contract: retention and tombstone per operation, and the region recorded on receipts. */
 @Injectable()
 export class IdempotencyPolicy {
   private readonly retention: Record<string, number>;
+  private readonly tombstone: Record<string, number>;
   private readonly region: string;
   /**
    * How long the answer that an order does not exist is remembered: computed again it is the same
@@ -22,6 +23,10 @@ export class IdempotencyPolicy {
       [Operations.createOrder]: config.get('IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE', { infer: true }) ?? fallback,
       [Operations.cancelOrder]: config.get('IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL', { infer: true }) ?? fallback,
     };
+    this.tombstone = {
+      [Operations.createOrder]: config.get('IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CREATE', { infer: true }),
+      [Operations.cancelOrder]: config.get('IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL', { infer: true }),
+    };
     this.region = config.get('SERVICE_REGION', { infer: true });
     this.notFoundRetentionSeconds = config.get('IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND', { infer: true });
   }
@@ -31,6 +36,7 @@ export class IdempotencyPolicy {
       scope: { tenantId, operation, key },
       fields,
       retentionSeconds: this.retention[operation],
+      tombstoneSeconds: this.tombstone[operation],
       region: this.region,
     };
   }

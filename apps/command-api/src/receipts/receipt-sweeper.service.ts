@@ -7,8 +7,9 @@ import { sweepExpiredReceipts } from '@app/idempotency';
 import { CommandApiConfig } from '../config';
 
 /**
- * Deletes expired receipts every RECEIPT_SWEEP_INTERVAL_SECONDS in bounded batches. Expiry itself
- * never waits for the sweeper: a claim treats `now() >= expires_at` as forgotten either way.
+ * Deletes expired receipts every RECEIPT_SWEEP_INTERVAL_SECONDS in bounded batches, and compacts those kept
+ * as tombstones. Expiry itself never waits for the sweeper: a claim treats `now() >= expires_at` as
+ * forgotten (or, inside a tombstone, as refused) either way.
  */
 @Injectable()
 export class ReceiptSweeper implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -37,7 +38,10 @@ export class ReceiptSweeper implements OnApplicationBootstrap, BeforeApplication
     if (this.running) return;
     const batchSize = this.config.get('RECEIPT_SWEEP_BATCH_SIZE', { infer: true });
     this.running = sweepExpiredReceipts(this.dataSource.manager, { batchSize })
-      .then((deleted) => deleted && this.logger.info({ deleted }, 'swept expired idempotency receipts'))
+      .then(
+        ({ deleted, compacted }) =>
+          (deleted || compacted) && this.logger.info({ deleted, compacted }, 'swept expired idempotency receipts'),
+      )
       .catch((error) => this.logger.warn({ err: error }, 'receipt sweep failed; the next run retries'))
       .finally(() => (this.running = undefined));
     await this.running;

@@ -8,7 +8,12 @@ class EffectReference {
 export class ReceiptResponse {
   @ApiProperty({ example: 'orders.create' }) operation: string;
   @ApiProperty() key: string;
-  @ApiProperty({ enum: ['completed', 'expired'], description: 'expired: past expiresAt and not yet swept; the key runs anew.' })
+  @ApiProperty({
+    enum: ['completed', 'expired'],
+    description:
+      'expired: past expiresAt and not yet swept; the key runs anew, or, while tombstoneUntil is ahead, is refused ' +
+      '(422 /problems/idempotency-key-expired).',
+  })
   status: 'completed' | 'expired';
   @ApiProperty({ description: 'The HTTP status the stored response carries.' }) responseStatus: number;
   @ApiProperty({ type: EffectReference, nullable: true, description: 'What the request changed; null for stored rejections.' })
@@ -19,4 +24,14 @@ export class ReceiptResponse {
   @ApiProperty({ format: 'date-time' }) createdAt: string;
   @ApiProperty({ format: 'date-time' }) completedAt: string;
   @ApiProperty({ format: 'date-time' }) expiresAt: string;
+  @ApiProperty({
+    type: String,
+    format: 'date-time',
+    nullable: true,
+    description:
+      'null: no tombstone. Otherwise the operation keeps a tombstone (IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>): from ' +
+      'expiresAt until this time a retry with the key is refused with 422 /problems/idempotency-key-expired, whatever its ' +
+      'fields; after it the key runs anew.',
+  })
+  tombstoneUntil: string | null;
 }
