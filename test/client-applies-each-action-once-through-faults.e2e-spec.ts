@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import {
+  IdempotencyKeyExpiredError,
   IdempotencyKeyReusedError,
   OrdersClient,
   OutcomeExpiredError,
@@ -230,5 +231,34 @@ describe('the upstream client (libs/client) against the real API, through a prox
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the upstream client against an API whose orders.create keeps a tombstone after expiry', () => {
+  const suite = commandApiFixture({ IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CREATE: '3600' });
+  const { db } = suite;
+
+  it('a late retry of an expired key is IdempotencyKeyExpiredError, sent once, and creates nothing', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const orders = new OrdersClient({ baseUrl: suite.api.url, apiKey });
+    const first = await orders.createOrder({ sku: 'SKU-5', quantity: 5 });
+    await db.pool.query(`UPDATE idempotency_receipts SET expires_at = now() WHERE tenant_id = $1 AND idempotency_key = $2`, [
+      tenantId,
+      first.key,
+    ]);
+    const late = await orders.createOrder({ sku: 'SKU-5', quantity: 5 }, { key: first.key }).catch((failure) => failure);
+    expect(late).toBeInstanceOf(IdempotencyKeyExpiredError);
+    expect(late).toMatchObject({
+      status: 422,
+      attempts: 1,
+      problem: { expiredAt: expect.any(String), tombstoneUntil: expect.any(String) },
+    });
+    const receipt = await orders.getReceipt('orders.create', first.key);
+    expect(receipt).toMatchObject({
+      status: 'expired',
+      effect: { type: 'order', id: first.value.id },
+      tombstoneUntil: late.problem.tombstoneUntil,
+    });
+    expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
   });
 });
