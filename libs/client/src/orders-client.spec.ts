@@ -61,7 +61,7 @@ describe('OrdersClient: what is retried', () => {
     new OrdersClient({
       baseUrl: url,
       apiKey: 'k',
-      retry: { baseDelayMs: 5, maxDelayMs: 20, deadlineMs },
+      retry: { baseDelayMs: 5, maxDelayMs: 20, deadlineMs, minAttemptMs: 400 },
       onRetry: (event) => events.push(event),
     });
 
@@ -118,12 +118,12 @@ describe('OrdersClient: what is retried', () => {
   });
 
   it('gives up at the deadline: the last error when the outcome is known, OutcomeUnknownError when it is not', async () => {
-    script = Array(100).fill(problem(409, 'idempotency-request-in-progress', { 'Retry-After': '0' }));
-    await expect(client([], 300).createOrder({ sku: 'S', quantity: 1 })).rejects.toBeInstanceOf(RequestInProgressError);
-    script = Array(100).fill(problem(429, 'rate-limited', { 'Retry-After': '0' }));
-    await expect(client([], 300).cancelOrder(order.id, 'r')).rejects.toBeInstanceOf(RateLimitedError);
-    script = Array(100).fill(problem(503, 'service-unavailable', { 'Retry-After': '0' }));
-    const unknown = await client([], 300)
+    script = Array(5_000).fill(problem(409, 'idempotency-request-in-progress', { 'Retry-After': '0' }));
+    await expect(client([], 1_500).createOrder({ sku: 'S', quantity: 1 })).rejects.toBeInstanceOf(RequestInProgressError);
+    script = Array(5_000).fill(problem(429, 'rate-limited', { 'Retry-After': '0' }));
+    await expect(client([], 1_500).cancelOrder(order.id, 'r')).rejects.toBeInstanceOf(RateLimitedError);
+    script = Array(5_000).fill(problem(503, 'service-unavailable', { 'Retry-After': '0' }));
+    const unknown = await client([], 1_500)
       .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-unknown' })
       .catch((failure) => failure);
     expect(unknown).toBeInstanceOf(OutcomeUnknownError);

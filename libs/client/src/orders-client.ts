@@ -294,7 +294,7 @@ export class OrdersClient {
       if (at.key !== undefined && at.unknown !== undefined) return new OutcomeUnknownError(at.key, at.attempts, at.unknown);
       return at.lastError instanceof Error ? at.lastError : new ClientError(`gave up after ${at.attempts} attempt(s): ${at.reason}`);
     };
-    if (Date.now() + delayMs >= at.deadline) throw giveUp();
+    if (Date.now() + delayMs + Math.min(this.policy.minAttemptMs, this.policy.attemptTimeoutMs) >= at.deadline) throw giveUp();
     this.options.onRetry?.({ key: at.key, attempt: at.round, reason: at.reason, outcomeUnknown: at.unknown !== undefined, delayMs });
     await sleep(delayMs, at.options.signal).catch(() => {
       throw giveUp();

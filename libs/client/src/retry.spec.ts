@@ -7,6 +7,7 @@ describe('retryDelay', () => {
     attemptTimeoutMs: fc.constant(10_000),
     baseDelayMs: fc.integer({ min: 1, max: 1_000 }),
     maxDelayMs: fc.integer({ min: 1, max: 60_000 }),
+    minAttemptMs: fc.constant(250),
   });
 
   it('backs off within [0, min(max, base * 2^(attempt-1))], full jitter', () => {

@@ -7,9 +7,20 @@ export interface RetryPolicy {
   /** First backoff bound (default 100 ms); it doubles per attempt up to `maxDelayMs` (default 5 s), full jitter. */
   baseDelayMs: number;
   maxDelayMs: number;
+  /**
+   * Never start another attempt with less than this left before the deadline (default 250 ms): it could
+   * hardly be answered, and cut short it would only leave one more outcome unknown.
+   */
+  minAttemptMs: number;
 }
 
-export const defaultRetryPolicy: RetryPolicy = { deadlineMs: 30_000, attemptTimeoutMs: 10_000, baseDelayMs: 100, maxDelayMs: 5_000 };
+export const defaultRetryPolicy: RetryPolicy = {
+  deadlineMs: 30_000,
+  attemptTimeoutMs: 10_000,
+  baseDelayMs: 100,
+  maxDelayMs: 5_000,
+  minAttemptMs: 250,
+};
 
 /**
  * The wait before attempt `attempt + 1`: the server's Retry-After when it sent one (plus up to one base
