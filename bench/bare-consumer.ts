@@ -4,8 +4,8 @@ import { Headers, OrderPlacedV1, Topics } from '@app/contracts';
 import { bareTransaction } from './bare-transaction';
 
 export const BARE_GROUP = 'bench-bare-consumer';
-/** As libs/inbox's InboxConsumer: one partition's batch at a time (kafkajs' default). */
-export const PARTITIONS_IN_PARALLEL = 1;
+/** As libs/inbox's InboxConsumer by default (KAFKA_PARTITIONS_CONCURRENTLY): four partitions' batches at a time. */
+export const PARTITIONS_IN_PARALLEL = 4;
 
 /** The baseline's tables, beside fulfillment's in its database and shaped like them (same keys and indexes). */
 export async function createBareTables(pool: Pool): Promise<void> {

@@ -464,7 +464,7 @@ function section(report: Report): BenchSection {
       "the relay's headers), then each consumer drains the same backlog from its start, in an order that alternates between " +
       'rounds: a bare kafkajs `eachBatch` loop in the bench process (baseline: one transaction per batch inserting the inbox rows ' +
       "ON CONFLICT DO NOTHING and the new rows' shipments, set-based; offsets committed after the commit; " +
-      'one partition at a time like the inbox consumer), the real fulfillment ' +
+      'four partitions at a time like the inbox consumer), the real fulfillment ' +
       'app, and the real notifier (recording webhook deliveries while its dispatcher delivers them to a bare receiver). Events/s ' +
       "from the consumer's start (live, joining the group) to the last effect's transaction timestamp on the database; every " +
       'event is checked to have exactly one effect and one inbox row. The median of the rounds is charted.',

@@ -33,6 +33,15 @@ describe('notifier webhook configuration', () => {
     expect(problems({ NODE_ENV: 'production', WEBHOOK_SECRET: secret(), WEBHOOK_URL: 'https://example.com/hooks' })).toEqual([]);
   });
 
+  it('applies four partitions at once by default, and refuses more partitions in flight than the pool has connections', () => {
+    expect(parseConfig(notifierConfig, {})).toMatchObject({ KAFKA_PARTITIONS_CONCURRENTLY: 4, DATABASE_POOL_SIZE: 10 });
+    expect(problems({ KAFKA_PARTITIONS_CONCURRENTLY: '10' }).join('\n')).toMatch(
+      /KAFKA_PARTITIONS_CONCURRENTLY.*below DATABASE_POOL_SIZE \(10\)/,
+    );
+    expect(problems({ KAFKA_PARTITIONS_CONCURRENTLY: '12', DATABASE_POOL_SIZE: '16' })).toEqual([]);
+    expect(problems({ KAFKA_PARTITIONS_CONCURRENTLY: '0' }).join('\n')).toMatch(/KAFKA_PARTITIONS_CONCURRENTLY/);
+  });
+
   it('refuses a malformed secret, two secrets in WEBHOOK_SECRET and an unreadable schedule, with the reason', () => {
     expect(problems({ WEBHOOK_SECRET: 'hunter2' }).join('\n')).toMatch(/WEBHOOK_SECRET.*whsec_/);
     expect(problems({ WEBHOOK_SECRET: `${secret()} ${secret()}` }).join('\n')).toMatch(/WEBHOOK_SECRET.*one whsec_ secret/);

@@ -53,6 +53,11 @@ const sharedFields = {
   INBOX_SWEEP_INTERVAL_SECONDS: int(0, 24 * 3600).default(3600),
   /** How long Kafka waits for a silent consumer before rebalancing its partitions (broker minimum 6000). */
   KAFKA_SESSION_TIMEOUT_MS: int(6_000, 300_000).default(30_000),
+  /**
+   * Partitions applied at once, each in a transaction on its own connection (order is per partition).
+   * Must stay below DATABASE_POOL_SIZE: the sweep, health checks and the app's own work need connections too.
+   */
+  KAFKA_PARTITIONS_CONCURRENTLY: int(1, 64).default(4),
   /** Test-only: SIGKILL itself after a database commit, before the offset commit. Accepted only with NODE_ENV=test. */
   CRASH_AFTER_DATABASE_COMMIT: envFields.flag(false),
 };
@@ -78,6 +83,14 @@ export function consumerConfigRules(prefix: string) {
   return (config: Record<string, unknown>, ctx: z.RefinementCtx): void => {
     if ((config[`${prefix}_RETRY_MIN_MS`] as number) > (config[`${prefix}_RETRY_MAX_MS`] as number)) {
       ctx.addIssue({ code: 'custom', path: [`${prefix}_RETRY_MIN_MS`], message: `must not exceed ${prefix}_RETRY_MAX_MS` });
+    }
+    const poolSize = config.DATABASE_POOL_SIZE as number | undefined;
+    if (poolSize !== undefined && (config.KAFKA_PARTITIONS_CONCURRENTLY as number) >= poolSize) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['KAFKA_PARTITIONS_CONCURRENTLY'],
+        message: `must be below DATABASE_POOL_SIZE (${poolSize}): each partition in flight holds a connection`,
+      });
     }
     if (config.CRASH_AFTER_DATABASE_COMMIT && config.NODE_ENV !== 'test') {
       ctx.addIssue({
@@ -154,6 +167,7 @@ export function inboxConsumer<S extends Record<string, z.ZodType>>(definition: C
             retentionSeconds: get<number>('INBOX_RETENTION_SECONDS'),
             sweepIntervalSeconds: get<number>('INBOX_SWEEP_INTERVAL_SECONDS'),
             sessionTimeoutMs: get<number>('KAFKA_SESSION_TIMEOUT_MS'),
+            partitionsConcurrently: get<number>('KAFKA_PARTITIONS_CONCURRENTLY'),
             onLag: (topic, partition, behind) => lag.set({ topic, partition: String(partition) }, behind),
             afterDatabaseCommit: get<boolean | undefined>('CRASH_AFTER_DATABASE_COMMIT')
               ? () => process.kill(process.pid, 'SIGKILL')

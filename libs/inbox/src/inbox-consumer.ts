@@ -45,6 +45,11 @@ export interface InboxConsumerOptions {
   sweepIntervalSeconds: number;
   /** How long the group waits for a silent member (a killed process) before giving its partitions away. */
   sessionTimeoutMs?: number;
+  /**
+   * How many partitions are applied at once (default 1), each in its own transaction on its own
+   * connection: order is per partition, so partitions need not wait for each other.
+   */
+  partitionsConcurrently?: number;
   /** Test-only: runs after a database commit and before its offset commit (the crash window). */
   afterDatabaseCommit?: () => void;
 }
@@ -61,8 +66,8 @@ const MAX_MESSAGES_PER_TRANSACTION = 1_000;
 const START_BACKOFF = { minMs: 250, maxMs: 10_000 };
 
 /**
- * A kafkajs consumer (eachBatch, no auto-commit) that hands each batch to `processOnce` and commits
- * the Kafka offsets only after the database commit. A crash in between redelivers the batch, and
+ * A kafkajs consumer (eachBatch) that hands each batch to `processOnce` and resolves the Kafka offsets
+ * only after the database commit (kafkajs commits resolved offsets only). A crash in between redelivers the batch, and
  * the inbox turns the redelivery into duplicates. A message that keeps failing is retried
  * `maxAttempts` times (alone, so it cannot hold good messages hostage), then sent to the dead-letter
  * topic with its error and original coordinates, recorded, and the partition moves on. Only an
@@ -146,7 +151,15 @@ export class InboxConsumer {
     });
     await this.consumer.connect();
     for (const topic of topics) await this.consumer.subscribe({ topic, fromBeginning: true });
-    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.onBatch(payload) });
+    // Offsets are committed by kafkajs after each batch, from the ones onBatch resolved after its
+    // database commits (never before). One commit per batch and partitions side by side: a partition's
+    // events no longer wait behind another partition's transaction and offset commit (docs/consumers.md).
+    await this.consumer.run({
+      autoCommit: true,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.options.partitionsConcurrently ?? 1,
+      eachBatch: (payload) => this.onBatch(payload),
+    });
   }
 
   private async disconnect(): Promise<void> {
@@ -189,7 +202,8 @@ export class InboxConsumer {
       next += done;
       this.options.afterDatabaseCommit?.();
       const last = messages[next - 1].offset;
-      await this.consumer!.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
+      // Only what committed is resolved; kafkajs commits the resolved offsets when the batch returns (and
+      // before a rebalance or a stop). A crash before that redelivers them, and the inbox makes them duplicates.
       resolveOffset(last);
       await heartbeat();
     }
