@@ -19,6 +19,12 @@ export interface DeadLetterInput {
  */
 export class DeadLetterPublisher {
   private producer?: Producer;
+  /**
+   * The send in flight. Partitions are consumed side by side (KAFKA_PARTITIONS_CONCURRENTLY), and a failed
+   * send must throw its producer away before the next send goes: concurrent sends could reuse rolled-back
+   * sequence numbers, or each make a new producer of their own (one of them never disconnected).
+   */
+  private sending: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly kafka: Kafka,
@@ -42,7 +48,13 @@ export class DeadLetterPublisher {
    * Resolves with nothing once the topic has the dead letter, or with Kafka's refusal when the topic
    * will never take it (too large, say). Throws when Kafka could not be asked: try again later.
    */
-  async publish({ consumer, message, error, attempts }: DeadLetterInput): Promise<string | undefined> {
+  publish(input: DeadLetterInput): Promise<string | undefined> {
+    const sent = this.sending.then(() => this.send(input));
+    this.sending = sent.catch(() => undefined);
+    return sent;
+  }
+
+  private async send({ consumer, message, error, attempts }: DeadLetterInput): Promise<string | undefined> {
     try {
       await this.connect();
       await this.producer!.send({
