@@ -16,6 +16,7 @@ import { OrdersClient, RetryEvent } from './orders-client';
  * Which answers the client retries and which it throws at once, against a scripted HTTP server (the
  * service itself, with its database, is in test/client-applies-each-action-once-through-faults.e2e-spec.ts).
  */
+/** status 0: the server takes the request and never answers. */
 type Reply = { status: number; problem?: string; headers?: Record<string, string>; body?: string };
 
 const order = { id: '0f8fad5b-d9cb-469f-a165-70867728950e', sku: 'S', quantity: 1, customerRef: null, status: 'placed' };
@@ -38,6 +39,7 @@ describe('OrdersClient: what is retried', () => {
       req.on('end', () => {
         requests.push({ method: req.method!, path: req.url!, key: req.headers['idempotency-key'] as string, at: Date.now() });
         const reply = script.shift() ?? problem(500, 'internal-server-error');
+        if (reply.status === 0) return; // never answers
         const body = reply.problem
           ? JSON.stringify({ type: reply.problem, title: reply.problem, status: reply.status })
           : (reply.body ?? '');
@@ -142,6 +144,16 @@ describe('OrdersClient: what is retried', () => {
     script = [{ status: 404, body: '<html>not here</html>', headers: { 'Content-Type': 'text/html' } }];
     await expect(client().getOrder(order.id)).rejects.toBeInstanceOf(UnexpectedResponseError);
     expect(requests).toHaveLength(1);
+  });
+
+  it("the caller's signal during the receipt lookup after a lost reply still says the outcome is unknown", async () => {
+    script = [{ status: 504, body: 'gateway timeout', headers: { 'Content-Type': 'text/plain' } }, { status: 0 }];
+    const error = await client()
+      .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-lookup-abort', signal: AbortSignal.timeout(500) })
+      .catch((failure) => failure);
+    expect(requests.map((request) => request.method)).toEqual(['POST', 'GET']);
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    expect(error.key).toBe('k-lookup-abort');
   });
 
   it("the caller's signal stops the call; an attempt in flight then leaves the outcome unknown", async () => {

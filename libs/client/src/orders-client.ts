@@ -219,7 +219,7 @@ export class OrdersClient {
     try {
       answer = await this.send('GET', this.receiptPath(operation, key), {}, deadline, signal);
     } catch (error) {
-      if (signal?.aborted) throw (error as NoAnswer).cause;
+      // Also when the caller's signal ended it: the outcome stays unknown, which the wait that follows reports.
       return { kind: 'unanswered', reason: `receipt lookup: ${(error as Error).message}` };
     }
     if (answer.status === 200) {
