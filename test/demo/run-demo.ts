@@ -236,7 +236,7 @@ async function injectedFailure(a: Client): Promise<void> {
   // Fault injection is a test-only switch (NODE_ENV=test): `npm start` never turns it on, so this
   // finding runs a command-api of its own with it, on the same database, for one request.
   const faulty = await startFaultInjectingApi();
-  let failed: Error | unknown;
+  let failed: unknown;
   try {
     failed = await settle(a.via(faulty.url, { 'X-Fault-Injection': 'before-commit' }).createOrder(body, { key }));
   } finally {

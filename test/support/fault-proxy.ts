@@ -34,11 +34,10 @@ export interface Seen {
  * service's side: every forwarded request is handled by the running app and its database.
  */
 export class FaultProxy {
-  readonly seen: Seen[] = [];
-
   private constructor(
     private readonly server: Server,
     readonly url: string,
+    readonly seen: Seen[],
   ) {}
 
   static async start(upstream: string, choose: (request: { method: string; path: string; key: string | undefined }) => Fault) {
@@ -80,9 +79,7 @@ export class FaultProxy {
     }
     const port = await freePort();
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    const proxy = new FaultProxy(server, `http://127.0.0.1:${port}`);
-    (proxy as { seen: Seen[] }).seen = seen;
-    return proxy;
+    return new FaultProxy(server, `http://127.0.0.1:${port}`, seen);
   }
 
   async stop(): Promise<void> {

@@ -1,5 +1,6 @@
 import { Problem, ProblemType, ProblemTypes } from './problems';
 import type { Receipt } from './types';
+import { describeError } from './describe-error';
 
 /** What every answer of an idempotent command says about the key, first or replayed. */
 export interface ReplayInfo {
@@ -132,7 +133,7 @@ export class OutcomeUnknownError extends ClientError {
     readonly attempts: number,
     override readonly cause: unknown,
   ) {
-    super(`the outcome of the request with Idempotency-Key ${key} is unknown after ${attempts} attempt(s): ${describe(cause)}`);
+    super(`the outcome of the request with Idempotency-Key ${key} is unknown after ${attempts} attempt(s): ${describeError(cause)}`);
   }
 }
 
@@ -163,10 +164,4 @@ export class UnexpectedResponseError extends ClientError {
   ) {
     super(`unexpected answer ${status}: ${body.slice(0, 200)}`);
   }
-}
-
-export function describe(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const cause = (error as { cause?: unknown }).cause;
-  return cause instanceof Error ? `${error.message} (${(cause as { code?: string }).code ?? cause.message})` : error.message;
 }

@@ -1,6 +1,5 @@
 import {
   ClientError,
-  describe,
   OutcomeExpiredError,
   OutcomeUnknownError,
   ProblemError,
@@ -11,6 +10,7 @@ import {
   ServiceUnavailableError,
   UnexpectedResponseError,
 } from './errors';
+import { describeError } from './describe-error';
 import { Problem, ProblemTypes } from './problems';
 import { defaultRetryPolicy, parseRetryAfter, retryDelay, RetryPolicy } from './retry';
 import { CancelOrderFields, CommandOutcome, CreateOrderFields, IdempotentOperation, Order, Receipt } from './types';
@@ -68,7 +68,7 @@ class NoAnswer extends Error {
     /** False only when the connection was refused: nothing was sent. */
     readonly maybeApplied: boolean,
   ) {
-    super(describe(cause));
+    super(describeError(cause));
   }
 }
 
