@@ -1,18 +1,24 @@
 import { DataSource } from 'typeorm';
-import { inTransaction, isDatabaseUnreachable, postgresOptions, queryRows } from '@app/platform';
+import { inTransaction, isDatabaseUnreachable, postgresOptions, queryRows, queryThenCommit } from '@app/platform';
 import { testEnv } from './support/test-env';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * inTransaction is the command path's transaction on a bare pg client with prepared statements: a
- * connection must go back to the pool clean (no open transaction) or not at all.
+ * connection must go back to the pool clean (no open transaction) or not at all. Each case runs on a
+ * plain pool and on one in pg's pipeline mode, where BEGIN and COMMIT travel with the statements.
  */
-describe('inTransaction', () => {
+describe.each([
+  ['one statement per round trip', false],
+  ['pipelined: BEGIN and COMMIT ride with statements', true],
+])('inTransaction (%s)', (_mode, pipeline) => {
   // One connection in the pool: whatever the last transaction left behind is the next one's connection.
-  const dataSource = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-in-transaction', poolSize: 1 }));
+  const dataSource = new DataSource(
+    postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-in-transaction', poolSize: 1, pipeline }),
+  );
   const observer = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-observer', poolSize: 1 }));
-  const table = `in_transaction_probe_${process.pid}`;
+  const table = `in_transaction_probe_${process.pid}_${pipeline ? 'p' : 's'}`;
 
   beforeAll(async () => {
     await Promise.all([dataSource.initialize(), observer.initialize()]);
@@ -63,12 +69,13 @@ describe('inTransaction', () => {
     await observer.query(`TRUNCATE ${table}`);
     const outcomes: ('committed' | 'lost')[] = [];
     for (let id = 100; id < 140; id++) {
-      const killAfter = Math.random() * 6; // ms: before, between or after the statements, or during COMMIT
+      const killAfter = Math.random() * 6; // ms: before, between or after the statements, or during COMMIT (alone or with the last)
       const run = inTransaction(dataSource, async (db) => {
         const backend = await pid(db);
         setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), killAfter);
-        for (let step = 1; step <= 3; step++)
+        for (let step = 1; step <= 2; step++)
           await queryRows(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + step, step]);
+        await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + 3, 3]);
       });
       outcomes.push(
         await run.then(
@@ -92,5 +99,75 @@ describe('inTransaction', () => {
     expect(outcomes).toContain('lost');
     // And the pool still serves: a clean transaction on a working connection.
     expect(await inTransaction(dataSource, (db) => queryRows(db, 'SELECT 1 AS one').then(({ rows: r }) => r[0]))).toEqual({ one: 1 });
+  });
+
+  it('commits the work whose last statement carried COMMIT, and refuses a statement after it', async () => {
+    await observer.query(`TRUNCATE ${table}`);
+    let after: unknown;
+    await inTransaction(dataSource, async (db) => {
+      await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (3, 1)`);
+      await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES (4, 2)`);
+      after = await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES (5, 3)`).catch((caught: unknown) => caught);
+    });
+    const rows: { id: number }[] = await observer.query(`SELECT id FROM ${table} ORDER BY id`);
+    if (pipeline) {
+      expect(after).toEqual(new Error('queryThenCommit: this transaction has already ended'));
+      expect(rows.map((row) => row.id)).toEqual([3, 4]);
+    } else {
+      // Without pipelining it is a statement like any other; inTransaction commits after the work.
+      expect(after).toMatchObject({ rows: [] });
+      expect(rows.map((row) => row.id)).toEqual([3, 4, 5]);
+    }
+  });
+
+  it('commits nothing when the statement carrying COMMIT fails, and hands back a clean connection', async () => {
+    await observer.query(`TRUNCATE ${table}`);
+    let first = 0;
+    await expect(
+      inTransaction(dataSource, async (db) => {
+        first = await pid(db);
+        await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (6, 1)`);
+        await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES (6, 2)`); // unique violation
+      }),
+    ).rejects.toMatchObject({ code: '23505' });
+    expect(await observer.query(`SELECT * FROM ${table}`)).toEqual([]);
+    expect(await inTransaction(dataSource, (db) => pid(db))).toBe(first);
+    expect(await observer.query(`SELECT count(*)::int AS open FROM pg_stat_activity WHERE pid = $1 AND state <> 'idle'`, [first])).toEqual([
+      { open: 0 },
+    ]);
+  });
+
+  it('rejects a transaction PostgreSQL rolled back at COMMIT because the work carried on past a failed statement', async () => {
+    await observer.query(`TRUNCATE ${table}`);
+    const outcome = inTransaction(dataSource, async (db) => {
+      await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (7, 1)`);
+      await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (7, 2)`).catch(() => undefined); // swallowed
+      return 'done';
+    });
+    await expect(outcome).rejects.toThrow(/rolled back at COMMIT/);
+    expect(await observer.query(`SELECT * FROM ${table}`)).toEqual([]);
+  });
+
+  it('runs beforeCommit before anything is committed: its throw leaves nothing, even after queryThenCommit', async () => {
+    await observer.query(`TRUNCATE ${table}`);
+    const seen: string[] = [];
+    await expect(
+      inTransaction(
+        dataSource,
+        async (db) => {
+          await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (8, 1)`);
+          await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES (9, 2)`);
+          return 'written';
+        },
+        {
+          beforeCommit: (result) => {
+            seen.push(result);
+            throw new Error('injected before COMMIT');
+          },
+        },
+      ),
+    ).rejects.toThrow('injected before COMMIT');
+    expect(seen).toEqual(['written']);
+    expect(await observer.query(`SELECT * FROM ${table}`)).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import { CarriedWrite, carrying, Queryable, queryRows, sqlState } from '@app/platform';
+import { CarriedWrite, carrying, Queryable, queryRows, queryThenCommit, sqlState } from '@app/platform';
 import { fingerprint, SemanticFields } from './fingerprint';
 import { IdempotencyError } from './idempotency.error';
 import { IdempotencyScope } from './scope';
@@ -160,7 +160,8 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
 
 /**
  * Stores the command's response on the receipt this transaction claimed, with `result.withReceipt` in
- * the same statement. Returns when the receipt expires (sooner with `result.retentionSeconds`; such an
+ * the same statement: the transaction's last, which carries its COMMIT where the transaction is
+ * `inTransaction`'s on a pipelined pool (`queryThenCommit`). Returns when the receipt expires (sooner with `result.retentionSeconds`; such an
  * answer, the same whenever it is computed again, also keeps no tombstone: running it again changes nothing).
  */
 export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<Date> {
@@ -186,7 +187,8 @@ export async function completeReceipt(db: Queryable, scope: IdempotencyScope, re
       result.retentionSeconds ?? null,
     ],
   );
-  const { rows } = await queryRows<{ expires_at: Date }>(db, sql, parameters);
+  // The receipt row is this transaction's own (inserted or updated by its claim): the statement finds it.
+  const { rows } = await queryThenCommit<{ expires_at: Date }>(db, sql, parameters);
   if (rows.length !== 1) throw new Error('the claimed receipt is missing from its own transaction');
   return rows[0].expires_at;
 }

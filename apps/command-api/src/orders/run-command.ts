@@ -11,8 +11,8 @@ import { CommandContext } from './command-context';
  * the rerun decides again from what is committed (docs/idempotency.md).
  *
  * With fault injection on (tests and the demo only) and `X-Fault-Injection: before-commit`, the
- * command fails after its effect, its events and its receipt are written, before COMMIT: none of them
- * may survive.
+ * command fails after its effect, its events and its receipt are written, before COMMIT (which then
+ * goes alone, not with the receipt's statement): none of them may survive.
  */
 export function runCommand(
   dataSource: DataSource,
@@ -21,12 +21,16 @@ export function runCommand(
   execute: (db: Queryable) => Promise<CommandResult>,
 ): Promise<IdempotentResponse> {
   return retryOnLostSession(() =>
-    inTransaction(dataSource, async (db) => {
-      const result = await runIdempotent(db, request, execute);
-      if (context.failBeforeCommit && result.outcome !== 'replayed') {
-        throw new InjectedFault('failed after the effect, its events and the receipt were written, before COMMIT');
-      }
-      return result;
-    }),
+    inTransaction(
+      dataSource,
+      (db) => runIdempotent(db, request, execute),
+      context.failBeforeCommit ? { beforeCommit: failUnlessReplayed } : {},
+    ),
   );
+}
+
+function failUnlessReplayed(result: IdempotentResponse): void {
+  if (result.outcome !== 'replayed') {
+    throw new InjectedFault('failed after the effect, its events and the receipt were written, before COMMIT');
+  }
 }

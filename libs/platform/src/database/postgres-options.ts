@@ -13,6 +13,12 @@ export interface PostgresOptionsInput {
   lockTimeoutMs?: number;
   /** Session `statement_timeout` (0 = no bound). */
   statementTimeoutMs?: number;
+  /**
+   * pg's pipeline mode on every connection: statements sent without awaiting the previous one are
+   * written at once and answered in order. `inTransaction` then writes BEGIN and COMMIT together with
+   * a statement (two round trips fewer); code that awaits each statement behaves as without it.
+   */
+  pipeline?: boolean;
 }
 
 /** TypeORM options for one of the service's PostgreSQL databases. Schema changes come from migrations only. */
@@ -37,6 +43,7 @@ export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions 
       statement_timeout: input.statementTimeoutMs ?? 0,
       // A transaction left open by a crashed handler must not hold its locks forever.
       idle_in_transaction_session_timeout: 60_000,
+      pipeline: input.pipeline ?? false,
     },
   };
 }

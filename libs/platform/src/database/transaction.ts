@@ -1,5 +1,6 @@
-import type { Pool, PoolClient } from 'pg';
-import { DataSource } from 'typeorm';
+import type { Client, ClientBase, Pool, PoolClient, QueryResult } from 'pg';
+import { DataSource, EntityManager } from 'typeorm';
+import { Queryable, queryRows } from './query-rows';
 
 /** The pg pool behind a TypeORM data source: one pool, one connection limit, for both ways in. */
 export function postgresPool(dataSource: DataSource): Pool {
@@ -8,31 +9,119 @@ export function postgresPool(dataSource: DataSource): Pool {
   return pool;
 }
 
+export interface TransactionOptions<T> {
+  /**
+   * Called with the work's result just before COMMIT; a throw rolls everything back. With it, COMMIT
+   * is always a statement of its own (`queryThenCommit` runs only its statement), so nothing is
+   * committed before it has run.
+   */
+  beforeCommit?: (result: T) => void;
+}
+
+interface OpenTransaction {
+  /** `queryThenCommit` may write COMMIT with its statement. */
+  commitAhead: boolean;
+  /** COMMIT has been sent (by `queryThenCommit`): the transaction is over, whatever came back. */
+  ended: boolean;
+}
+
+const open = new WeakMap<ClientBase, OpenTransaction>();
+
 /**
  * Runs `work` in one transaction on a connection of the data source's pool, through the bare pg
  * client: BEGIN, the work's statements, COMMIT — what `dataSource.transaction` does, without its
  * query runner, entity manager and event broadcasting on the hot path. An exception rolls back and
  * propagates. A connection whose ROLLBACK fails (the session was lost, or is in an unknown state) is
- * destroyed, never handed to the next borrower.
+ * destroyed, never handed to the next borrower. A transaction that PostgreSQL rolled back at COMMIT
+ * (an earlier statement failed and the work carried on) rejects: it never reads as committed.
+ *
+ * On a pool in pg's pipeline mode (`postgresOptions({ pipeline: true })`) it takes two round trips
+ * fewer: BEGIN is written together with the work's first statement (when the work sends one before
+ * its first `await`), and the work may end with `queryThenCommit`, whose statement travels with
+ * COMMIT. PostgreSQL answers them in order, each as if sent alone. Pipelining BEGIN changes nothing
+ * a transaction can observe: BEGIN fails only on a session that is lost or inside an aborted
+ * transaction, and there the statement written behind it fails too.
  */
-export async function inTransaction<T>(dataSource: DataSource, work: (client: PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  dataSource: DataSource,
+  work: (client: PoolClient) => Promise<T>,
+  options: TransactionOptions<T> = {},
+): Promise<T> {
   const client = await postgresPool(dataSource).connect();
   // pg-pool listens for errors only on idle clients: a session that dies while this one is borrowed
   // and between statements emits 'error' with nobody listening, which would crash the process. The
   // failure surfaces anyway in the next statement or the ROLLBACK, which destroys the connection.
   client.on('error', ignoreUntilNextStatement);
+  const transaction: OpenTransaction = { commitAhead: client.pipeline && !options.beforeCommit, ended: false };
+  open.set(client, transaction);
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
+    const result = client.pipeline ? await beganWith(client, work) : await client.query('BEGIN').then(() => work(client));
+    if (!transaction.ended) {
+      options.beforeCommit?.(result);
+      transaction.ended = true;
+      committed(await client.query('COMMIT'));
+    }
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch((rollbackFailed: Error) => (broken = rollbackFailed));
     throw error;
   } finally {
+    open.delete(client);
     client.removeListener('error', ignoreUntilNextStatement);
     client.release(broken);
+  }
+}
+
+/**
+ * The last statement of `inTransaction`'s work, then COMMIT: on a pipelined pool both are written at
+ * once and answered in order (one round trip); the transaction is over when this resolves, and the
+ * work must send nothing after it. Elsewhere (a TypeORM manager, a pool not pipelined, a
+ * `beforeCommit` hook) it runs the statement alone and the surrounding transaction commits as before.
+ * If the statement fails, PostgreSQL turns the COMMIT behind it into a rollback: nothing is committed.
+ */
+export async function queryThenCommit<T = Record<string, unknown>>(
+  db: Queryable,
+  sql: string,
+  parameters: unknown[] = [],
+): Promise<{ rows: T[]; affected: number }> {
+  const transaction = db instanceof EntityManager ? undefined : open.get(db);
+  if (transaction?.ended) throw new Error('queryThenCommit: this transaction has already ended');
+  if (!transaction?.commitAhead) return queryRows<T>(db, sql, parameters);
+  const client = db as Client;
+  transaction.ended = true;
+  const [statement, commit] = inOneWrite(client, () => [queryRows<T>(client, sql, parameters), client.query('COMMIT')] as const);
+  const [ran, ended] = await Promise.allSettled([statement, commit]);
+  if (ran.status === 'rejected') throw ran.reason;
+  if (ended.status === 'rejected') throw ended.reason;
+  committed(ended.value);
+  return ran.value;
+}
+
+/** BEGIN and the work's first statement in one write; the work's own result, or the first failure. */
+async function beganWith<T>(client: PoolClient, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const [begun, working] = inOneWrite(client, () => [client.query('BEGIN'), work(client)] as const);
+  const [began, worked] = await Promise.allSettled([begun, working]);
+  if (began.status === 'rejected') throw began.reason;
+  if (worked.status === 'rejected') throw worked.reason;
+  return worked.value;
+}
+
+/** What `send` writes to a pipelining client's socket goes out in one write (one system call). */
+function inOneWrite<T>(client: Client, send: () => T): T {
+  const socket = client.connection.stream;
+  socket.cork();
+  try {
+    return send();
+  } finally {
+    socket.uncork();
+  }
+}
+
+/** COMMIT of a transaction PostgreSQL had already aborted answers ROLLBACK, not an error. */
+function committed(result: QueryResult): void {
+  if (result.command !== 'COMMIT') {
+    throw new Error(`the transaction was rolled back at COMMIT (the server answered ${result.command}): a statement in it had failed`);
   }
 }
 
