@@ -182,6 +182,8 @@ async function barePath(kafka: Kafka, pool: Pool, options: Options, problems: st
 interface Chain {
   fromCommit: Latencies;
   fromReply: Latencies;
+  /** The POST itself, as its client saw it: sent -> 201 received. */
+  command: Latencies;
   /** Order transaction -> the message's Kafka timestamp (the relay's producer sending it). */
   toKafka: Latencies;
   /** The Kafka timestamp -> the effect: the consumer's share. */
@@ -223,6 +225,8 @@ async function wholeChain(
   const client = new KeepAliveClient(api.url, CONNECTIONS);
   const observer = await observeSends(kafka);
   try {
+    const commandMs: number[] = [];
+    const measured = new Map<string, number>();
     const post = (apiKey: string, replies: Map<string, number>, unexpected: string[]) => async () => {
       const reply = await client.send({
         method: 'POST',
@@ -232,6 +236,7 @@ async function wholeChain(
       });
       const at = performance.timeOrigin + performance.now();
       if (reply.status === 201) replies.set(String(JSON.parse(reply.body).id), at);
+      if (reply.status === 201 && replies === measured) commandMs.push(reply.ms);
       else unexpected.push(`${reply.status} ${reply.body.slice(0, 160)}`);
     };
     const count = (tenantId: string) => async () =>
@@ -245,7 +250,7 @@ async function wholeChain(
     await until(count(warmup.tenantId), warmupReplies.size, 60_000);
 
     const { tenantId, apiKey } = await orders.tenant();
-    const replies = new Map<string, number>();
+    const replies = measured;
     const unexpected: string[] = [];
     progress(`whole chain: POST /v1/orders at ${options.rate}/s for ${options.seconds} s`);
     await atRate(options.rate, options.seconds, post(apiKey, replies, unexpected));
@@ -282,6 +287,12 @@ async function wholeChain(
         'the 201 reply reaching the client (after the commit) -> shipments.created_at',
         replies.size,
         withEffect.map((order) => effectAt.get(order.id)! - replies.get(order.id)!),
+      ),
+      command: summarise(
+        '  the command itself: POST sent -> 201 received',
+        "the load generator's request to its reply (the commit comes just before the reply)",
+        replies.size,
+        commandMs,
       ),
       toKafka: summarise(
         '  of which: order commit -> Kafka (the relay)',
@@ -360,7 +371,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
         notifier: options.notifier ? 'yes' : 'no',
         LOG_LEVEL: 'warn',
       },
-      rows: [bare, chain.fromCommit, chain.fromReply, chain.toKafka, chain.kafkaToEffect],
+      rows: [bare, chain.fromCommit, chain.fromReply, chain.command, chain.toKafka, chain.kafkaToEffect],
       problems,
     };
     return { report, text: print(report), section: section(report) };

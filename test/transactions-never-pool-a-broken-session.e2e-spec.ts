@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
-import { inTransaction, isDatabaseUnreachable, postgresOptions, queryRows, queryThenCommit } from '@app/platform';
+import { failureKind, fromHandler } from '../libs/inbox/src/failure-kind';
+import { inTransaction, isDatabaseUnreachable, postgresOptions, queryRows, queryThenCommit, thrownByStatement } from '@app/platform';
 import { testEnv } from './support/test-env';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -60,6 +61,9 @@ describe.each([
       await queryRows(db, `INSERT INTO ${table} (id, step) VALUES (2, 2)`);
     }).catch((caught: unknown) => caught);
     expect(isDatabaseUnreachable(error)).toBe(true);
+    // A consumer's handler that met it waits the outage out: it is the database's, not an outside call's.
+    expect(thrownByStatement(error)).toBe(true);
+    expect(failureKind(fromHandler(error))).toBe('unreachable');
     const next = await inTransaction(dataSource, (db) => pid(db));
     expect(next).not.toBe(killed);
     expect(await observer.query(`SELECT * FROM ${table} WHERE id = 2`)).toEqual([]);

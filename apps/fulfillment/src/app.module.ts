@@ -19,6 +19,8 @@ import { ShipmentsHandler } from './shipments/fulfillment.handler';
           applicationName: 'fulfillment',
           poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
           statementTimeoutMs: 30_000,
+          // The inbox transaction writes BEGIN with its first statement (inTransaction).
+          pipeline: true,
         }),
     }),
     HealthModule.register({ database: 'fulfillment', kafka: true }),

@@ -20,6 +20,8 @@ import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
           applicationName: 'notifier',
           poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
           statementTimeoutMs: 30_000,
+          // The inbox transaction writes BEGIN with its first statement (inTransaction).
+          pipeline: true,
         }),
     }),
     HealthModule.register({ database: 'notifier', kafka: true }),

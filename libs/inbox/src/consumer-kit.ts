@@ -3,9 +3,9 @@ import { ConfigService } from '@nestjs/config';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { Counter, Gauge } from 'prom-client';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { z } from 'zod';
-import { backoffDelay, createKafka, envFields } from '@app/platform';
+import { backoffDelay, createKafka, envFields, Queryable } from '@app/platform';
 import { ConsumerOutcome, InboxConsumer } from './inbox-consumer';
 import { InboxHandler } from './inbox';
 import { InboxMessage } from './inbox-message';
@@ -28,7 +28,7 @@ export interface EventHandler<S extends Record<string, z.ZodType>> {
    * throw to roll the batch back (`MalformedMessage` when retrying cannot help). Messages the contract
    * does not cover never reach it: they are recorded as `skipped`.
    */
-  handle(manager: EntityManager, events: ConsumedEvent<S>[]): Promise<void>;
+  handle(db: Queryable, events: ConsumedEvent<S>[]): Promise<void>;
   /** After the commit, once per message, with what became of it. */
   onOutcome?(outcome: ConsumerOutcome, message: InboxMessage): void;
 }
@@ -104,11 +104,11 @@ export function consumerConfigRules(prefix: string) {
 
 /** The handler as the inbox calls it: messages read against the contract, the ones it covers handed on. */
 export function contractHandler<S extends Record<string, z.ZodType>>(contract: EventContract<S>, handler: EventHandler<S>): InboxHandler {
-  return async (manager, messages) => {
+  return async (db, messages) => {
     // Read them all first: a malformed message fails the batch before any statement runs.
     const events = messages.map((message) => readEvent(message, contract));
     const covered = events.filter((event) => event !== undefined);
-    if (covered.length) await handler.handle(manager, covered);
+    if (covered.length) await handler.handle(db, covered);
     return events.map((event) => (event ? 'applied' : 'skipped'));
   };
 }

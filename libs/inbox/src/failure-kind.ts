@@ -1,10 +1,10 @@
 import { QueryFailedError, QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
-import { isDatabaseUnreachable } from '@app/platform';
+import { isDatabaseUnreachable, thrownByStatement } from '@app/platform';
 import { MalformedMessage } from './inbox-message';
 
 /**
- * A handler's error that looks like a lost connection but did not come from a statement on its
- * manager: an HTTP client's ECONNREFUSED, say. That is the outside world failing, and it is counted;
+ * A handler's error that looks like a lost connection but did not come from a statement (on its
+ * connection, through `queryRows`, or on a TypeORM manager): an HTTP client's ECONNREFUSED, say. That is the outside world failing, and it is counted;
  * taken for the database being unreachable it would be waited out forever.
  */
 export class OutsideFailure extends Error {
@@ -17,6 +17,7 @@ export class OutsideFailure extends Error {
 /** Wraps what a handler threw in `OutsideFailure` when it only looks like the database's trouble. */
 export function fromHandler(error: unknown): unknown {
   const fromItsManager =
+    thrownByStatement(error) ||
     error instanceof QueryFailedError ||
     error instanceof QueryRunnerAlreadyReleasedError ||
     error instanceof QueryRunnerProviderAlreadyReleasedError;

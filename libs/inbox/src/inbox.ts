@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { BatchedDelete, deleteInBatches, queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, inTransaction, Queryable, queryRows } from '@app/platform';
 import { fromHandler } from './failure-kind';
 import { InboxMessage } from './inbox-message';
 
@@ -9,14 +9,14 @@ export type InboxOutcome = HandlerOutcome | 'duplicate';
 
 /**
  * Applies the effects of `messages` — the new ones of a batch, in their order on the partition — inside
- * the consumer's transaction (`manager`), and says for each whether it changed state. Throw to roll the
+ * the consumer's transaction (`db`: its connection; run statements with `queryRows`), and says for each whether it changed state. Throw to roll the
  * batch back; `MalformedMessage` when retrying cannot help. Errors of its own outside calls count as
  * attempts, even when they look like a lost connection (see `OutsideFailure`).
  *
  * A batch's messages arrive together so that the handler can write them in a few set-based statements
  * rather than a few statements per message: the round trips were most of a consumer's CPU.
  */
-export type InboxHandler = (manager: EntityManager, messages: InboxMessage[]) => Promise<HandlerOutcome[]>;
+export type InboxHandler = (db: Queryable, messages: InboxMessage[]) => Promise<HandlerOutcome[]>;
 
 /**
  * Runs `handler` once per (consumer, message-id), for a batch, in ONE transaction of the consumer's
@@ -31,18 +31,18 @@ export function processOnce(
   messages: InboxMessage[],
   handler: InboxHandler,
 ): Promise<InboxOutcome[]> {
-  return dataSource.transaction(async (manager) => {
-    const fresh = await rememberAll(manager, consumer, messages);
+  return inTransaction(dataSource, async (db) => {
+    const fresh = await rememberAll(db, consumer, messages);
     const news = messages.filter((_, i) => fresh[i]);
     const handled = news.length
-      ? await handler(manager, news).catch((error: unknown) => {
+      ? await handler(db, news).catch((error: unknown) => {
           throw fromHandler(error);
         })
       : [];
     if (handled.length !== news.length)
       throw new Error(`the ${consumer} handler returned ${handled.length} outcomes for ${news.length} messages`);
     const skipped = news.filter((_, i) => handled[i] === 'skipped').map((message) => message.messageId!);
-    if (skipped.length) await setOutcome(manager, consumer, skipped, 'skipped');
+    if (skipped.length) await setOutcome(db, consumer, skipped, 'skipped');
     let next = 0;
     return messages.map((_, i) => (fresh[i] ? handled[next++] : 'duplicate'));
   });
@@ -52,14 +52,14 @@ export function processOnce(
  * Inserts the inbox rows of a batch in one statement; for each message, whether its row is new. Only
  * the first of two messages with one message-id in the batch can be: the second is a duplicate.
  */
-async function rememberAll(manager: EntityManager, consumer: string, messages: InboxMessage[]): Promise<boolean[]> {
+async function rememberAll(db: Queryable, consumer: string, messages: InboxMessage[]): Promise<boolean[]> {
   const first = new Map<string, number>();
   messages.forEach((message, i) => {
     if (!first.has(message.messageId!)) first.set(message.messageId!, i);
   });
   const candidates = [...first.values()].map((i) => messages[i]);
   const { rows } = await queryRows<{ message_id: string }>(
-    manager,
+    db,
     /* sql */ `
     INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
     SELECT $1, m.message_id, m.topic, m.kafka_partition, m.kafka_offset, m.event_type, 'applied'
@@ -81,13 +81,13 @@ async function rememberAll(manager: EntityManager, consumer: string, messages: I
 
 /** Inserts one inbox row; false when this consumer already has one for the message-id. */
 export async function remember(
-  manager: EntityManager,
+  db: Queryable,
   consumer: string,
   message: InboxMessage,
   outcome: HandlerOutcome | 'dead-lettered',
 ): Promise<boolean> {
   const { rows } = await queryRows(
-    manager,
+    db,
     /* sql */ `
     INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
     VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -98,8 +98,8 @@ export async function remember(
   return rows.length === 1;
 }
 
-async function setOutcome(manager: EntityManager, consumer: string, messageIds: string[], outcome: string): Promise<void> {
-  await queryRows(manager, /* sql */ `UPDATE inbox_messages SET outcome = $3 WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [
+async function setOutcome(db: Queryable, consumer: string, messageIds: string[], outcome: string): Promise<void> {
+  await queryRows(db, /* sql */ `UPDATE inbox_messages SET outcome = $3 WHERE consumer = $1 AND message_id = ANY($2::uuid[])`, [
     consumer,
     messageIds,
     outcome,

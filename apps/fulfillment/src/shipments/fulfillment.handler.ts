@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { orderEventSchemas, OrderEventTypes } from '@app/contracts';
 import { ConsumedEvent, EventHandler } from '@app/inbox';
-import { queryRows } from '@app/platform';
+import { Queryable, queryRows } from '@app/platform';
 
 type OrderEvent = ConsumedEvent<typeof orderEventSchemas>;
 type Placed = Extract<OrderEvent, { type: typeof OrderEventTypes.placed }>;
@@ -22,25 +21,25 @@ type Cancelled = Extract<OrderEvent, { type: typeof OrderEventTypes.cancelled }>
  */
 @Injectable()
 export class ShipmentsHandler implements EventHandler<typeof orderEventSchemas> {
-  async handle(manager: EntityManager, events: OrderEvent[]): Promise<void> {
+  async handle(db: Queryable, events: OrderEvent[]): Promise<void> {
     // Consecutive events of one type are applied together, and the runs in partition order, so an
     // order's OrderCancelled behind its OrderPlaced in one batch still finds the shipment (and ahead of it, leaves the marker).
     for (let start = 0; start < events.length;) {
       let end = start + 1;
       while (end < events.length && events[end].type === events[start].type) end++;
       const run = events.slice(start, end);
-      await lockOrders(manager, run);
-      if (run[0].type === OrderEventTypes.placed) await placeShipments(manager, run as Placed[]);
-      else await cancelShipments(manager, run as Cancelled[]);
+      await lockOrders(db, run);
+      if (run[0].type === OrderEventTypes.placed) await placeShipments(db, run as Placed[]);
+      else await cancelShipments(db, run as Cancelled[]);
       start = end;
     }
   }
 }
 
-async function placeShipments(manager: EntityManager, run: Placed[]): Promise<void> {
+async function placeShipments(db: Queryable, run: Placed[]): Promise<void> {
   // The unique (tenant, order) is a second line of defence; the inbox is what makes redelivery a no-op.
   await queryRows(
-    manager,
+    db,
     /* sql */ `
     INSERT INTO shipments (id, tenant_id, order_id, sku, quantity, status, message_id, cancelled_at)
     SELECT p.id, p.tenant_id, p.order_id, p.sku, p.quantity, CASE WHEN c.order_id IS NULL THEN 'pending' ELSE 'cancelled' END,
@@ -61,11 +60,11 @@ async function placeShipments(manager: EntityManager, run: Placed[]): Promise<vo
   );
 }
 
-async function cancelShipments(manager: EntityManager, run: Cancelled[]): Promise<void> {
+async function cancelShipments(db: Queryable, run: Cancelled[]): Promise<void> {
   const tenants = run.map(({ event }) => event.tenantId);
   const orders = run.map(({ event }) => event.orderId);
   await queryRows(
-    manager,
+    db,
     /* sql */ `
     UPDATE shipments s SET status = 'cancelled', cancelled_at = now()
     FROM unnest($1::text[], $2::uuid[]) AS c(tenant_id, order_id)
@@ -74,7 +73,7 @@ async function cancelShipments(manager: EntityManager, run: Cancelled[]): Promis
   );
   // No shipment yet: its OrderPlaced is dead-lettered or late. The marker is what it will find.
   await queryRows(
-    manager,
+    db,
     /* sql */ `
     INSERT INTO cancelled_orders (tenant_id, order_id, message_id)
     SELECT c.tenant_id, c.order_id, c.message_id
@@ -93,10 +92,10 @@ async function cancelShipments(manager: EntityManager, run: Cancelled[]): Promis
  * A run's locks are taken in one statement, in key order, so two batches cannot deadlock on them;
  * the statements that follow see everything committed before the locks were granted.
  */
-async function lockOrders(manager: EntityManager, run: OrderEvent[]): Promise<void> {
+async function lockOrders(db: Queryable, run: OrderEvent[]): Promise<void> {
   const keys = [...new Set(run.map(({ event }) => `${event.tenantId}/${event.orderId}`))].sort();
   await queryRows(
-    manager,
+    db,
     /* sql */ `
     SELECT pg_advisory_xact_lock(hashtext('fulfillment_orders'), hashtext(k))
     FROM (SELECT k FROM unnest($1::text[]) AS k ORDER BY k) AS keys`,

@@ -1,9 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { EntityManager } from 'typeorm';
 import { Headers, orderEventSchemas, WebhookTypes } from '@app/contracts';
 import { ConsumedEvent, ConsumerOutcome, EventHandler } from '@app/inbox';
-import { queryRows } from '@app/platform';
+import { Queryable, queryRows } from '@app/platform';
 import { NotifierConfig } from '../config';
 import { WebhookDispatcher } from './webhook-dispatcher.service';
 
@@ -26,7 +25,7 @@ export class DeliveryRecorder implements EventHandler<typeof orderEventSchemas> 
     this.url = config.get('WEBHOOK_URL', { infer: true });
   }
 
-  async handle(manager: EntityManager, events: ConsumedEvent<typeof orderEventSchemas>[]): Promise<void> {
+  async handle(db: Queryable, events: ConsumedEvent<typeof orderEventSchemas>[]): Promise<void> {
     const deliveries = events.map(({ type, messageId, event, message }) => ({
       messageId,
       tenantId: event.tenantId,
@@ -40,7 +39,7 @@ export class DeliveryRecorder implements EventHandler<typeof orderEventSchemas> 
     }));
     // One statement for the batch; the sequence follows the partition's order, which the dispatcher keeps per order.
     await queryRows(
-      manager,
+      db,
       /* sql */ `
       INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, event_type, url, payload, state, next_attempt_at)
       SELECT d.message_id, d.tenant_id, d.order_id, d.event_type, $1, d.payload, 'pending', now()
