@@ -6,7 +6,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { KafkaJSError } from 'kafkajs';
 import { DataSource, EntityManager } from 'typeorm';
-import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, OutboxRow, parkMessage } from '@app/outbox';
+import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, OutboxRow, parkMessage, prepareRelaySession } from '@app/outbox';
 import { Backoff, DedicatedSession } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
@@ -215,9 +215,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     });
     this.session = session;
     await session.manager.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
-    // A mark lost in a database crash only republishes its rows, which at least once allows: the relay's
-    // commits need not wait for the WAL flush (the command transaction's still do).
-    await session.manager.query(/* sql */ `SET synchronous_commit = off`);
+    await prepareRelaySession(session.manager);
     return session;
   }
 
