@@ -26,26 +26,36 @@ export class KeepAliveClient {
     this.agent = new Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
   }
 
+  /**
+   * One request. A keep-alive connection the server closed as it was reused (its idle timeout, between
+   * phases) fails before the server read anything; that request is sent once more on a fresh connection,
+   * as Node's documentation advises (`request.reusedSocket`). The reply's `ms` counts from the first try.
+   */
   send(call: Call): Promise<Reply> {
     const started = process.hrtime.bigint();
     const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
-    return new Promise((resolve) => {
-      const req = request(`${this.baseUrl}${call.path}`, { method: call.method, agent: this.agent, headers: call.headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(chunks).toString(),
-            ms: elapsed(),
-          }),
-        );
-        res.on('error', (error) => resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() }));
+    const attempt = (mayRetry: boolean): Promise<Reply> =>
+      new Promise((resolve) => {
+        const req = request(`${this.baseUrl}${call.path}`, { method: call.method, agent: this.agent, headers: call.headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              body: Buffer.concat(chunks).toString(),
+              ms: elapsed(),
+            }),
+          );
+          res.on('error', (error) => resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() }));
+        });
+        req.on('error', (error: NodeJS.ErrnoException) => {
+          if (mayRetry && req.reusedSocket && error.code === 'ECONNRESET') resolve(attempt(false));
+          else resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() });
+        });
+        req.end(call.body);
       });
-      req.on('error', (error) => resolve({ status: 0, headers: {}, body: String(error), ms: elapsed() }));
-      req.end(call.body);
-    });
+    return attempt(true);
   }
 
   close(): void {
