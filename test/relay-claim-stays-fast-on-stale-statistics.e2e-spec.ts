@@ -6,24 +6,39 @@ import { recreate } from './support/global-setup';
 import { testEnv } from './support/test-env';
 
 /**
+ * An orders database of the suite's own (`orders_<name>_test`), migrated, with autovacuum off on the
+ * outbox so that the statistics and dead entries stay what the test made them; the data source is
+ * destroyed after the suite.
+ */
+function outboxOfItsOwn(name: string): () => DataSource {
+  const target = new URL(testEnv.ordersUrl);
+  target.pathname = target.pathname.replace(/_test$/, `_${name}_test`);
+  const url = target.toString();
+  let dataSource: DataSource;
+  beforeAll(async () => {
+    await recreate(url);
+    await migrate('orders', url);
+    dataSource = await new DataSource(postgresOptions({ url, applicationName: `e2e-${name}`, poolSize: 2 })).initialize();
+    await dataSource.query(/* sql */ `ALTER TABLE outbox_messages SET (autovacuum_enabled = false)`);
+  });
+  afterAll(async () => {
+    await dataSource?.destroy();
+  });
+  return () => dataSource;
+}
+
+/**
  * A backlog arrives faster than autovacuum analyzes: right after a burst of commits the planner still
  * believes there are almost no unpublished rows. The claim must not pick a plan that is only good for
  * an empty queue (the parked-key check scanning every unpublished row once per claimed row: seconds
  * per batch at 20,000 rows).
  */
 describe('the relay claim with statistics from before a burst', () => {
-  const url = (() => {
-    const target = new URL(testEnv.ordersUrl);
-    target.pathname = target.pathname.replace(/_test$/, '_claimstats_test');
-    return target.toString();
-  })();
+  const db = outboxOfItsOwn('claimstats');
   let dataSource: DataSource;
 
   beforeAll(async () => {
-    await recreate(url);
-    await migrate('orders', url);
-    dataSource = await new DataSource(postgresOptions({ url, applicationName: 'e2e-claim', poolSize: 2 })).initialize();
-    await dataSource.query(/* sql */ `ALTER TABLE outbox_messages SET (autovacuum_enabled = false)`);
+    dataSource = db();
     const insert = (n: number, published: boolean) =>
       dataSource.query(
         /* sql */ `
@@ -35,10 +50,6 @@ describe('the relay claim with statistics from before a burst', () => {
     await insert(200, true);
     await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
     await insert(20_000, false);
-  });
-
-  afterAll(async () => {
-    await dataSource?.destroy();
   });
 
   it('claims a full batch of a 20,000-row burst in well under a second', async () => {
@@ -69,18 +80,11 @@ describe('the relay claim with statistics from before a burst', () => {
  * Counted in buffers, not milliseconds: the same on a loaded machine.
  */
 describe('the relay claim after many rows were published since the last vacuum', () => {
-  const url = (() => {
-    const target = new URL(testEnv.ordersUrl);
-    target.pathname = target.pathname.replace(/_test$/, '_claimdead_test');
-    return target.toString();
-  })();
+  const db = outboxOfItsOwn('claimdead');
   let dataSource: DataSource;
 
   beforeAll(async () => {
-    await recreate(url);
-    await migrate('orders', url);
-    dataSource = await new DataSource(postgresOptions({ url, applicationName: 'e2e-claim-dead', poolSize: 2 })).initialize();
-    await dataSource.query(/* sql */ `ALTER TABLE outbox_messages SET (autovacuum_enabled = false)`);
+    dataSource = db();
     // Published one by one as the relay does it (claimed unpublished, then marked): 5,000 dead index entries.
     await dataSource.query(/* sql */ `
       INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
@@ -88,10 +92,6 @@ describe('the relay claim after many rows were published since the last vacuum',
       FROM generate_series(1, 5000) AS i`);
     // Never analyzed, as in a new deployment's first minutes (the benchmark's plan): a bitmap scan then.
     await dataSource.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
-  });
-
-  afterAll(async () => {
-    await dataSource?.destroy();
   });
 
   /** Buffers one claim of the relay's session touched, and what it returned. */
