@@ -161,8 +161,9 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
 /**
  * Stores the command's response on the receipt this transaction claimed, with `result.withReceipt` in
  * the same statement: the transaction's last, which carries its COMMIT where the transaction is
- * `inTransaction`'s on a pipelined pool (`queryThenCommit`). Returns when the receipt expires (sooner with `result.retentionSeconds`; such an
- * answer, the same whenever it is computed again, also keeps no tombstone: running it again changes nothing).
+ * `inTransaction`'s on a pipelined pool (`queryThenCommit`). Returns when the receipt expires (sooner
+ * with `result.retentionSeconds`; such an answer, the same whenever it is computed again, also keeps
+ * no tombstone: running it again changes nothing).
  */
 export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<Date> {
   const [sql, parameters] = carrying(

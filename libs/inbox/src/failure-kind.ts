@@ -4,8 +4,9 @@ import { MalformedMessage } from './inbox-message';
 
 /**
  * A handler's error that looks like a lost connection but did not come from a statement (on its
- * connection, through `queryRows`, or on a TypeORM manager): an HTTP client's ECONNREFUSED, say. That is the outside world failing, and it is counted;
- * taken for the database being unreachable it would be waited out forever.
+ * connection, through `queryRows`, or on a TypeORM manager): an HTTP client's ECONNREFUSED, say. That
+ * is the outside world failing, and it is counted; taken for the database being unreachable it would
+ * be waited out forever.
  */
 export class OutsideFailure extends Error {
   constructor(readonly original: unknown) {

@@ -9,9 +9,10 @@ export type InboxOutcome = HandlerOutcome | 'duplicate';
 
 /**
  * Applies the effects of `messages` — the new ones of a batch, in their order on the partition — inside
- * the consumer's transaction (`db`: its connection; run statements with `queryRows`), and says for each whether it changed state. Throw to roll the
- * batch back; `MalformedMessage` when retrying cannot help. Errors of its own outside calls count as
- * attempts, even when they look like a lost connection (see `OutsideFailure`).
+ * the consumer's transaction (`db`: its connection; run statements with `queryRows`), and says for each
+ * whether it changed state. Throw to roll the batch back; `MalformedMessage` when retrying cannot help.
+ * Errors of its own outside calls count as attempts, even when they look like a lost connection (see
+ * `OutsideFailure`).
  *
  * A batch's messages arrive together so that the handler can write them in a few set-based statements
  * rather than a few statements per message: the round trips were most of a consumer's CPU.
