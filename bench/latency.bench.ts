@@ -225,20 +225,22 @@ async function wholeChain(
   const client = new KeepAliveClient(api.url, CONNECTIONS);
   const observer = await observeSends(kafka);
   try {
-    const commandMs: number[] = [];
-    const measured = new Map<string, number>();
-    const post = (apiKey: string, replies: Map<string, number>, unexpected: string[]) => async () => {
-      const reply = await client.send({
-        method: 'POST',
-        path: '/v1/orders',
-        headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': randomUUID() },
-        body: JSON.stringify({ sku: 'BENCH-1', quantity: 1 }),
-      });
-      const at = performance.timeOrigin + performance.now();
-      if (reply.status === 201) replies.set(String(JSON.parse(reply.body).id), at);
-      if (reply.status === 201 && replies === measured) commandMs.push(reply.ms);
-      else unexpected.push(`${reply.status} ${reply.body.slice(0, 160)}`);
-    };
+    /** Posts one order; its 201 lands in `replies` (order id -> when it arrived) and its round trip in `roundTrips`. */
+    const post =
+      (apiKey: string, replies: Map<string, number>, unexpected: string[], roundTrips: number[] = []) =>
+      async () => {
+        const reply = await client.send({
+          method: 'POST',
+          path: '/v1/orders',
+          headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': randomUUID() },
+          body: JSON.stringify({ sku: 'BENCH-1', quantity: 1 }),
+        });
+        const at = performance.timeOrigin + performance.now();
+        if (reply.status === 201) {
+          replies.set(String(JSON.parse(reply.body).id), at);
+          roundTrips.push(reply.ms);
+        } else unexpected.push(`${reply.status} ${reply.body.slice(0, 160)}`);
+      };
     const count = (tenantId: string) => async () =>
       (await fulfillmentPool.query<{ n: number }>('SELECT count(*)::int AS n FROM shipments WHERE tenant_id = $1', [tenantId])).rows[0].n;
 
@@ -250,10 +252,11 @@ async function wholeChain(
     await until(count(warmup.tenantId), warmupReplies.size, 60_000);
 
     const { tenantId, apiKey } = await orders.tenant();
-    const replies = measured;
+    const replies = new Map<string, number>();
     const unexpected: string[] = [];
+    const commandMs: number[] = [];
     progress(`whole chain: POST /v1/orders at ${options.rate}/s for ${options.seconds} s`);
-    await atRate(options.rate, options.seconds, post(apiKey, replies, unexpected));
+    await atRate(options.rate, options.seconds, post(apiKey, replies, unexpected, commandMs));
     const sent = options.rate * options.seconds;
     if (unexpected.length) problems.push(`${unexpected.length} of ${sent} POSTs were not 201, e.g. ${unexpected[0]}`);
     const have = await until(count(tenantId), replies.size, 60_000);
