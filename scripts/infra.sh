@@ -7,7 +7,8 @@
 #   scripts/infra.sh logs [--no-follow] the broker's log
 #
 # Kafka runs from Docker when an engine answers (unless INFRA_USE_DOCKER=0); otherwise from
-# jars fetched once with Maven into .cache/infra and started as a single-node KRaft broker.
+# jars fetched once with Maven into .cache/infra and started as a single-node KRaft broker
+# (KAFKA_JVM_OPTS: extra options for its JVM).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -324,7 +325,7 @@ kafka_start_jars() {
   format_storage
 
   # setsid + nohup: the broker gets its own session and outlives this script and its terminal.
-  setsid nohup java -Xmx512m -Xms256m -Dlog4j.configuration="file:$LOG4J_PROPS" \
+  setsid nohup java -Xmx512m -Xms256m ${KAFKA_JVM_OPTS:-} -Dlog4j.configuration="file:$LOG4J_PROPS" \
     -cp "$LIBS/*" kafka.Kafka "$SERVER_PROPS" >>"$KAFKA_LOG" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$PID_FILE"

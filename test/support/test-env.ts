@@ -3,7 +3,7 @@
  * scripts/test-infra.sh), never the ones `npm start` uses: a test run leaves nothing on the topics
  * the running apps consume.
  *
- * `npm test` runs two jest workers side by side (TEST_WORKERS). Each worker has a world of its own,
+ * `npm test` runs three jest workers side by side (TEST_WORKERS). Each worker has a world of its own,
  * so suites in different workers never see each other: its own databases (worker 1 the names below,
  * worker n `orders_w<n>_test` and so on, all made by global-setup.ts) and its own broker
  * (TEST_KAFKA_BROKERS_<n>, started by test-infra.sh), with the service's fixed topic names and
