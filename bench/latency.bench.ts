@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- latency`: how long after an order commits its effect exists in fulfillment, with the
  * whole chain running as `npm start` runs it (command-api, outbox-relay, fulfillment; the notifier with
- * `--notifier`) on the bench's databases and the tests' broker, at a steady rate of `POST /v1/orders`.
+ * `--notifier`) on the bench's databases and the bench's broker, at a steady rate of `POST /v1/orders`.
  *
  * Per order: fulfillment's shipment `created_at` minus the order's `created_at`, both read on the same
  * PostgreSQL server. Both are `now()`, the start of their transactions: this codebase stores no commit
