@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm';
 import { migrate } from '@app/migrations';
 import { CLAIM, claimBatch, prepareRelaySession } from '@app/outbox';
-import { DedicatedSession, postgresOptions, queryRows } from '@app/platform';
+import { postgresOptions } from '@app/platform';
 import { recreate } from './support/global-setup';
 import { testEnv } from './support/test-env';
 
@@ -128,38 +128,6 @@ describe('the relay claim after many rows were published since the last vacuum',
       expect(rows.map((row) => row.message_key)).toEqual(['key-new']);
     } finally {
       await runner.release();
-    }
-  });
-});
-
-/**
- * The relay sends its statements prepared (parsed once per session). PostgreSQL would switch a prepared
- * statement to one generic plan after five executions when that looks no worse; a claim's plan depends
- * on how many rows are waiting, so on the relay's session each claim is planned for its own moment.
- */
-describe("the relay's prepared claim", () => {
-  const db = outboxOfItsOwn('claimplans');
-
-  it('is planned for each claim, never with a generic plan kept from an empty queue', async () => {
-    const session = await DedicatedSession.open(db());
-    try {
-      await prepareRelaySession(session.client);
-      const shards = Array.from({ length: 16 }, (_, i) => i);
-      for (let claim = 0; claim < 8; claim++) {
-        await session.client.query('BEGIN');
-        expect(await claimBatch(session.client, { shards, shardCount: 16, limit: 500 })).toEqual([]);
-        await session.client.query('ROLLBACK');
-      }
-      const { rows } = await queryRows<{ generic_plans: string; custom_plans: string }>(
-        session.client,
-        /* sql */ `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
-        [CLAIM],
-      );
-      expect(rows.map((row) => ({ generic: Number(row.generic_plans), custom: Number(row.custom_plans) }))).toEqual([
-        { generic: 0, custom: 8 },
-      ]);
-    } finally {
-      await session.close();
     }
   });
 });

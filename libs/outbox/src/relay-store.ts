@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { BatchedDelete, deleteInBatches, Queryable, queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, queryRows } from '@app/platform';
 
 export interface OutboxRow {
   id: string;
@@ -27,18 +27,10 @@ export interface OutboxRow {
  *   entries it meets (PostgreSQL's kill_prior_tuple), so each is paid for once and the claims after
  *   it skip it. Claims come one per commit at a trickle: with bitmap scans, 200 commands/s made this
  *   session one of the busiest processes on the machine. The claim wants the index's order anyway.
- * - `plan_cache_mode = force_custom_plan`: the relay sends its statements prepared (parsed once per
- *   session), and each claim is still planned for its own parameters and the statistics of the moment,
- *   as an unprepared statement would be: never a generic plan chosen for an empty queue and kept.
  */
-export async function prepareRelaySession(session: Queryable): Promise<void> {
-  await queryRows(
-    session,
-    /* sql */ `
-    SELECT set_config('synchronous_commit', 'off', false),
-           set_config('enable_bitmapscan', 'off', false),
-           set_config('plan_cache_mode', 'force_custom_plan', false)`,
-  );
+export async function prepareRelaySession(manager: EntityManager): Promise<void> {
+  await manager.query(/* sql */ `SET synchronous_commit = off`);
+  await manager.query(/* sql */ `SET enable_bitmapscan = off`);
 }
 
 /**
@@ -48,13 +40,13 @@ export async function prepareRelaySession(session: Queryable): Promise<void> {
  * Keys with a parked row are held back, so a key's later events never overtake it.
  */
 export async function claimBatch(
-  session: Queryable,
+  manager: EntityManager,
   { shards, shardCount, limit, exclude = [] }: { shards: number[]; shardCount: number; limit: number; exclude?: string[] },
 ): Promise<OutboxRow[]> {
   // The parked keys are read once per claim, through the parked index only (the fenced CTE keeps
   // `published_at IS NULL` out of it): written as a correlated NOT EXISTS, a planner working from
   // statistics taken before a burst of commits checked each claimed row by scanning every unpublished row.
-  const { rows } = await queryRows<OutboxRow>(session, CLAIM, [shardCount, shards, limit, exclude]);
+  const { rows } = await queryRows<OutboxRow>(manager, CLAIM, [shardCount, shards, limit, exclude]);
   return rows;
 }
 
@@ -79,19 +71,19 @@ export const CLAIM = /* sql */ `
     FOR UPDATE OF o SKIP LOCKED`;
 
 /** Marks rows published in the caller's transaction; counted as one successful attempt each. */
-export async function markPublished(session: Queryable, ids: string[]): Promise<void> {
+export async function markPublished(manager: EntityManager, ids: string[]): Promise<void> {
   if (!ids.length) return;
   await queryRows(
-    session,
+    manager,
     /* sql */ `UPDATE outbox_messages SET published_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::uuid[])`,
     [ids],
   );
 }
 
 /** Parks a row Kafka refused for its own sake (not an outage): kept, reported, and its key held back. */
-export async function parkMessage(session: Queryable, id: string, error: string): Promise<void> {
+export async function parkMessage(manager: EntityManager, id: string, error: string): Promise<void> {
   await queryRows(
-    session,
+    manager,
     /* sql */ `UPDATE outbox_messages SET parked_at = now(), attempts = attempts + 1, last_error = $2 WHERE id = $1`,
     [id, error.slice(0, 2000)],
   );

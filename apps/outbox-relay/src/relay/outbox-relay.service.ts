@@ -5,10 +5,9 @@ import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { KafkaJSError } from 'kafkajs';
-import type { PoolClient } from 'pg';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, OutboxRow, parkMessage, prepareRelaySession } from '@app/outbox';
-import { Backoff, commit, DedicatedSession, Queryable } from '@app/platform';
+import { Backoff, DedicatedSession } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
 import { RelayMetrics } from './relay-metrics';
@@ -88,7 +87,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     this.wake?.done();
     await this.loop;
     if (this.session && !this.session.lost) {
-      await this.ownership.releaseAll(this.session.client).catch(() => undefined);
+      await this.ownership.releaseAll(this.session.manager).catch(() => undefined);
     }
     await this.closeSession();
     this.logger.info({ instanceId: this.instanceId }, 'outbox relay stopped; shards released');
@@ -100,7 +99,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         // Topics exist before anything is published (and before consumers subscribe), also after an outage.
         await this.publisher.ready();
         const session = await this.openSession();
-        await this.ownership.maintain(session.client);
+        await this.ownership.maintain(session.manager);
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBacklog(session);
         this.backoff.reset();
@@ -142,36 +141,36 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const shards = this.ownership.shards();
     if (!shards.length) return 0;
     const { batchSize, shardCount } = this.settings;
-    const client = session.client;
+    const runner = session.queryRunner;
     let sending: Sending | undefined;
     let claimed = 0;
     try {
       for (;;) {
-        await begin(client);
+        await runner.startTransaction();
         const ahead = !this.stopping && !this.ownership.due() && (!sending || claimed === batchSize);
-        const rows = ahead ? await claimBatch(client, { shards, shardCount, limit: batchSize, exclude: sending?.ids }) : [];
+        const rows = ahead ? await claimBatch(runner.manager, { shards, shardCount, limit: batchSize, exclude: sending?.ids }) : [];
         if (ahead || !sending) claimed = rows.length;
         const done = sending;
         sending = undefined;
         const outcome = await done?.outcome;
         if (done && outcome!.rejected.length) {
           // The claim ahead may hold later rows of a refused key: give it back unsent, park, look again.
-          await rollback(client);
-          await begin(client);
-          await this.settle(client, outcome!);
-          await commit(client);
+          await runner.rollbackTransaction();
+          await runner.startTransaction();
+          await this.settle(runner.manager, outcome!);
+          await runner.commitTransaction();
           this.report(done, outcome!);
           claimed = batchSize;
           continue;
         }
         if (rows.length && !this.stopping) sending = this.send(rows);
-        if (done) await this.settle(client, outcome!);
-        await commit(client);
+        if (done) await this.settle(runner.manager, outcome!);
+        await runner.commitTransaction();
         if (done) this.report(done, outcome!);
         if (!sending) return claimed;
       }
     } catch (error) {
-      await rollback(client).catch(() => undefined);
+      await runner.rollbackTransaction().catch(() => undefined);
       await sending?.outcome.catch(() => undefined);
       throw error;
     }
@@ -184,10 +183,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /** Marks what Kafka acknowledged and parks what it refused, in the caller's transaction. */
-  private async settle(session: Queryable, outcome: PublishOutcome): Promise<void> {
-    await markPublished(session, outcome.published);
+  private async settle(manager: EntityManager, outcome: PublishOutcome): Promise<void> {
+    await markPublished(manager, outcome.published);
     for (const { id, error } of outcome.rejected) {
-      await parkMessage(session, id, error);
+      await parkMessage(manager, id, error);
       this.logger.error({ messageId: id, error }, 'Kafka refused an outbox message; parked it, its key waits for an operator');
     }
   }
@@ -215,8 +214,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       onNotification: () => this.signal(),
     });
     this.session = session;
-    await session.client.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
-    await prepareRelaySession(session.client);
+    await session.manager.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
+    await prepareRelaySession(session.manager);
     return session;
   }
 
@@ -257,17 +256,4 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       this.logger.warn({ err: error }, 'outbox cleanup failed; the next run retries');
     }
   }
-}
-
-/**
- * The relay's transactions run on its session's bare client (its statements prepared, see queryRows),
- * without TypeORM's query runner wrappers on every batch. `commit` rejects a transaction PostgreSQL
- * rolled back at COMMIT.
- */
-async function begin(client: PoolClient): Promise<void> {
-  await client.query('BEGIN');
-}
-
-async function rollback(client: PoolClient): Promise<void> {
-  await client.query('ROLLBACK');
 }

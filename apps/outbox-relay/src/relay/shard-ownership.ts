@@ -1,5 +1,6 @@
+import { EntityManager } from 'typeorm';
 import { HEARTBEATS_BEFORE_GONE } from '@app/outbox';
-import { Queryable, queryRows } from '@app/platform';
+import { queryRows } from '@app/platform';
 
 /** First key of the two-int advisory locks the relay takes: one lock per (RELAY_LOCK_CLASS, shard). */
 export const RELAY_LOCK_CLASS = 0x0b0c;
@@ -39,7 +40,7 @@ export class ShardOwnership {
   }
 
   /** Heartbeat and rebalance, at most once per heartbeat interval. Run between batches, never inside one. */
-  async maintain(session: Queryable): Promise<void> {
+  async maintain(session: EntityManager): Promise<void> {
     if (Date.now() < this.nextCheckAt) return;
     this.nextCheckAt = Date.now() + this.heartbeatMs;
     await this.announce(session);
@@ -69,7 +70,7 @@ export class ShardOwnership {
   }
 
   /** Graceful exit: give every shard back at once and leave the instance list. */
-  async releaseAll(session: Queryable): Promise<void> {
+  async releaseAll(session: EntityManager): Promise<void> {
     for (const shard of this.shards()) {
       await queryRows(session, /* sql */ `SELECT pg_advisory_unlock($1, $2)`, [RELAY_LOCK_CLASS, shard]);
     }
@@ -77,7 +78,7 @@ export class ShardOwnership {
     await queryRows(session, /* sql */ `DELETE FROM outbox_relay_instances WHERE instance_id = $1`, [this.instanceId]);
   }
 
-  private async announce(session: Queryable): Promise<void> {
+  private async announce(session: EntityManager): Promise<void> {
     await queryRows(
       session,
       /* sql */ `

@@ -14,11 +14,7 @@ export class DedicatedSession {
 
   private constructor(
     private readonly runner: QueryRunner,
-    /**
-     * The bare pg client under the query runner: statements sent through `queryRows` on it are prepared
-     * once per connection (a session that runs the same few statements all day skips their parsing).
-     */
-    readonly client: PoolClient,
+    private readonly client: PoolClient,
   ) {}
 
   /** `onLost` runs once if the connection errors or ends; `onNotification` for each NOTIFY it receives. */

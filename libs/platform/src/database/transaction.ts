@@ -60,7 +60,7 @@ export async function inTransaction<T>(
     if (!transaction.ended) {
       options.beforeCommit?.(result);
       transaction.ended = true;
-      await commit(client);
+      committed(await client.query('COMMIT'));
     }
     return result;
   } catch (error) {
@@ -116,11 +116,6 @@ function inOneWrite<T>(client: Client, send: () => T): T {
   } finally {
     socket.uncork();
   }
-}
-
-/** COMMIT on a client in a transaction; rejects if PostgreSQL rolled the transaction back instead. */
-export async function commit(client: ClientBase): Promise<void> {
-  committed(await client.query('COMMIT'));
 }
 
 /** COMMIT of a transaction PostgreSQL had already aborted answers ROLLBACK, not an error. */
