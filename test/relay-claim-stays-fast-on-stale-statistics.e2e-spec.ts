@@ -85,7 +85,7 @@ describe('the relay claim after many rows were published since the last vacuum',
 
   beforeAll(async () => {
     dataSource = db();
-    // Published one by one as the relay does it (claimed unpublished, then marked): 5,000 dead index entries.
+    // Committed unpublished, then marked published as the relay marks them: 5,000 dead entries in the unpublished index.
     await dataSource.query(/* sql */ `
       INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
       SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}'
@@ -94,7 +94,7 @@ describe('the relay claim after many rows were published since the last vacuum',
     await dataSource.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
   });
 
-  /** Buffers one claim of the relay's session touched, and what it returned. */
+  /** The buffers one claim on the relay's session touched (EXPLAIN ANALYZE runs it; rolled back). */
   async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>): Promise<number> {
     await runner.startTransaction();
     try {
