@@ -3,6 +3,8 @@ import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ConfigService } from '@nestjs/config';
 import { LoggerModule } from 'nestjs-pino';
+import { DestinationStream, Logger, pino } from 'pino';
+import type { Options } from 'pino-http';
 import { serializeError } from './error-serializer';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
@@ -41,37 +43,62 @@ const UNLOGGED = /^\/(health|metrics)(\/|\?|$)/;
  * handlers added with `logOnCompletion`. Fields: docs/observability.md.
  *
  * Per request this costs one child logger (for `requestId`): the request is serialised only into the
- * completion line, and only when its level is enabled.
+ * completion line, and only when its level is enabled (see `withoutWholeRequestChild`).
  */
 export function loggingModule(app: string) {
   return LoggerModule.forRootAsync({
     inject: [ConfigService],
-    useFactory: (config: ConfigService) => ({
-      pinoHttp: {
-        name: app,
-        base: { pid: process.pid, hostname: hostname(), app },
-        level: config.get<string>('LOG_LEVEL') ?? 'info',
-        genReqId: requestId,
-        customAttributeKeys: { reqId: 'requestId' },
-        // Database errors log their diagnosis, never their statements' values (error-serializer.ts).
-        serializers: { err: serializeError },
-        quietReqLogger: true,
-        quietResLogger: true,
-        customSuccessObject: (req: IncomingMessage, res: ServerResponse, fields: object) => ({ req, ...fields, ...completionFields(res) }),
-        customErrorObject: (req: IncomingMessage, res: ServerResponse, _error: Error, fields: object) => ({
-          req,
-          ...fields,
-          ...completionFields(res),
-        }),
-        redact: [
-          'req.headers.authorization',
-          'req.headers["proxy-authorization"]',
-          'req.headers["x-api-key"]',
-          'req.headers.cookie',
-          'res.headers["set-cookie"]',
-        ],
-        autoLogging: { ignore: (req: IncomingMessage) => UNLOGGED.test(req.url ?? '') },
-      },
-    }),
+    useFactory: (config: ConfigService) => ({ pinoHttp: requestLogging(app, config.get<string>('LOG_LEVEL') ?? 'info') }),
   });
+}
+
+/** The pino-http options of `loggingModule`, writing to `destination` (standard output when absent). */
+export function requestLogging(app: string, level: string, destination?: DestinationStream): Options {
+  const root = pino({ name: app, base: { pid: process.pid, hostname: hostname(), app }, level }, destination);
+  return {
+    logger: withoutWholeRequestChild(root),
+    genReqId: requestId,
+    customAttributeKeys: { reqId: 'requestId' },
+    // Database errors log their diagnosis, never their statements' values (error-serializer.ts).
+    serializers: { err: serializeError },
+    quietReqLogger: true,
+    quietResLogger: true,
+    customSuccessObject: (req: IncomingMessage, res: ServerResponse, fields: object) => ({ req, ...fields, ...completionFields(res) }),
+    customErrorObject: (req: IncomingMessage, res: ServerResponse, _error: Error, fields: object) => ({
+      req,
+      ...fields,
+      ...completionFields(res),
+    }),
+    redact: [
+      'req.headers.authorization',
+      'req.headers["proxy-authorization"]',
+      'req.headers["x-api-key"]',
+      'req.headers.cookie',
+      'res.headers["set-cookie"]',
+    ],
+    autoLogging: { ignore: (req: IncomingMessage) => UNLOGGED.test(req.url ?? '') },
+  };
+}
+
+/**
+ * pino-http binds a child logger to the whole request on every request (`child({ req })`), and pino
+ * serialises and redacts the request into JSON the moment a child is made. With `quietReqLogger` and
+ * `quietResLogger`, as here, nothing ever logs through that child (req.log and res.log are the
+ * `requestId` child), so it was ~18 µs of CPU per request for nothing (measured). For a child bound to
+ * `req` alone, this root and every logger made from it (pino's children inherit from their parent)
+ * return the parent instead; every other child is pino's own. Turn off either quiet option and
+ * req.log / res.log would lose `req`: keep them together.
+ */
+export function withoutWholeRequestChild(root: Logger): Logger {
+  const child = root.child;
+  const skipping = function (this: Logger, bindings: Record<string, unknown>, options?: object) {
+    if (options === undefined && isWholeRequest(bindings)) return this;
+    return child.call(this, bindings, options);
+  };
+  return Object.assign(root, { child: skipping as Logger['child'] });
+}
+
+function isWholeRequest(bindings: Record<string, unknown>): boolean {
+  for (const key in bindings) if (key !== 'req') return false;
+  return 'req' in bindings;
 }
