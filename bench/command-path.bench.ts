@@ -201,6 +201,20 @@ export async function run(argv: string[]): Promise<BenchResult> {
   return { report, text: printTable(report), section: section(report) };
 }
 
+/** Issue 12's B5: our scenario's rate against the peer's same scenario, measured in the same run (none if the peer did not run). */
+function aheadOfPeer(report: BenchReport, ours: string, peers: string) {
+  const mine = report.scenarios.find((s) => s.name === ours);
+  const peer = report.scenarios.find((s) => s.name === peers);
+  if (!mine || !peer) return [];
+  return [
+    {
+      target: `${ours}: ahead of @node-idempotency/nestjs 1.0.4 (${peers})`,
+      measured: `${(mine.perSecond / peer.perSecond).toFixed(2)}x its rate (${Math.round(mine.perSecond)} vs ${Math.round(peer.perSecond)}/s)`,
+      met: mine.perSecond > peer.perSecond,
+    },
+  ];
+}
+
 function section(report: BenchReport): BenchSection {
   const [ceiling] = report.scenarios;
   const first = report.scenarios.find((s) => s.name === 'first execution');
@@ -241,6 +255,8 @@ function section(report: BenchReport): BenchSection {
             measured: `${first.apiCpuMsPerRequest.toFixed(2)} ms`,
             met: first.apiCpuMsPerRequest <= 1.2,
           },
+          ...aheadOfPeer(report, 'first execution', 'peer: first execution'),
+          ...aheadOfPeer(report, 'replay', 'peer: replay'),
         ]
       : [],
     problems: report.problems,
