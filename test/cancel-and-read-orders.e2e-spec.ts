@@ -163,6 +163,37 @@ describe('cancelling and reading orders', () => {
     expect(cancelled.headers['idempotent-replayed']).toBeUndefined();
   });
 
+  it('the reply, the stored order and its event agree, with or without a customerRef (without one the order is written with the receipt)', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(suite.api.url, apiKey);
+    for (const body of [
+      { sku: 'SKU-A', quantity: 3 },
+      { sku: 'SKU-B', quantity: 5, customerRef: `po-${randomUUID()}` },
+    ]) {
+      const key = `agree-${randomUUID()}`;
+      const placed = await client.createOrder(key, body);
+      expect(placed.status).toBe(201);
+      expect((await client.get(`/v1/orders/${placed.body.id}`)).body).toEqual(placed.body);
+
+      const { rows } = await db.pool.query(
+        `SELECT o.created_at = r.created_at AS same_transaction_time, to_json(o.created_at) #>> '{}' AS created_at,
+                m.payload ->> 'placedAt' AS placed_at, r.effect_id
+         FROM orders o
+         JOIN idempotency_receipts r ON r.tenant_id = o.tenant_id AND r.operation = 'orders.create' AND r.idempotency_key = $2
+         JOIN outbox_messages m ON m.message_key = o.id::text AND m.event_type = 'OrderPlaced'
+         WHERE o.id = $1`,
+        [placed.body.id, key],
+      );
+      // created_at is the transaction's now(), as the receipt's is; the reply and the event show it to the millisecond.
+      expect(rows).toEqual([
+        { same_transaction_time: true, created_at: expect.any(String), placed_at: placed.body.createdAt, effect_id: placed.body.id },
+      ]);
+      expect(Date.parse(rows[0].created_at)).toBe(Date.parse(placed.body.createdAt));
+    }
+    const { rows: counts } = await db.pool.query(`SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1`, [tenantId]);
+    expect(counts[0].n).toBe(2);
+  });
+
   it("GET /v1/orders/{id}: 200 for your own order, 404 for another tenant's or an unknown one", async () => {
     const owner = await db.tenant();
     const other = await db.tenant();

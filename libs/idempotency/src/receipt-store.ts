@@ -14,10 +14,11 @@ export interface StoredResponse {
 export interface CommandResult extends StoredResponse {
   effect?: { type: string; id: string };
   /**
-   * Written by the statement that stores the response (one round trip, same transaction): the outbox
-   * rows of the events the command emits (`outboxWrite` in libs/outbox).
+   * Written by the statement that stores the response (one round trip, same transaction), in this
+   * order: the outbox rows of the events the command emits (`outboxWrite` in libs/outbox), and an
+   * effect nothing can refuse, whose outcome the response need not wait for.
    */
-  withReceipt?: CarriedWrite;
+  withReceipt?: CarriedWrite[];
   /** Outbox message-ids the execution enqueued: reported for logs, not stored on the receipt. */
   messageIds?: string[];
   /**
@@ -41,7 +42,12 @@ export interface IdempotentRequest {
   region: string;
 }
 
-export type Claim = { kind: 'claimed' | 'reclaimed'; expiresAt: Date } | { kind: 'replay'; response: StoredResponse; expiresAt: Date };
+/**
+ * `now`: PostgreSQL's now() in the claiming transaction (its start), the same in every statement of it, so
+ * also the value of each `now()` and `DEFAULT now()` the command writes after the claim.
+ */
+export type Claim =
+  { kind: 'claimed' | 'reclaimed'; expiresAt: Date; now: Date } | { kind: 'replay'; response: StoredResponse; expiresAt: Date };
 
 const LOCK_NOT_AVAILABLE = '55P03';
 
@@ -84,19 +90,19 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
           ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
           RETURNING expires_at
         )
-        SELECT true AS claimed, expires_at, NULL::timestamptz AS tombstone_until, NULL::text AS fingerprint,
+        SELECT true AS claimed, now(), expires_at, NULL::timestamptz AS tombstone_until, NULL::text AS fingerprint,
                NULL::smallint AS fingerprint_version, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
                NULL::json AS response_body, false AS expired, false AS tombstoned
         FROM claimed
         UNION ALL
-        SELECT false, expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
+        SELECT false, now(), expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
                response_body, ${EXPIRED}, ${TOMBSTONED}
         FROM idempotency_receipts
         WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`,
         [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
       ),
     );
-    if (claimed.rows[0]?.claimed) return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at };
+    if (claimed.rows[0]?.claimed) return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at, now: claimed.rows[0].now };
 
     const existing =
       claimed.rows[0] ??
@@ -104,7 +110,7 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
         await queryRows<ClaimRow>(
           db,
           /* sql */ `
-          SELECT false AS claimed, fingerprint, fingerprint_version, response_status, response_headers, response_body,
+          SELECT false AS claimed, now(), fingerprint, fingerprint_version, response_status, response_headers, response_body,
                  expires_at, tombstone_until, ${EXPIRED} AS expired, ${TOMBSTONED} AS tombstoned
           FROM idempotency_receipts
           WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
@@ -127,7 +133,7 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
     if (existing.expired) {
       // Only once the tombstone is over too: a late retry racing the end of a tombstone never executes early.
       const replaced = await whileClaiming(() =>
-        queryRows<{ expires_at: Date }>(
+        queryRows<{ expires_at: Date; now: Date }>(
           db,
           /* sql */ `
           UPDATE idempotency_receipts
@@ -138,11 +144,11 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
               tombstone_until = CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END
           WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3
             AND now() >= expires_at AND (tombstone_until IS NULL OR now() >= tombstone_until)
-          RETURNING expires_at`,
+          RETURNING expires_at, now()`,
           [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
         ),
       );
-      if (replaced.rows.length) return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at };
+      if (replaced.rows.length) return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at, now: replaced.rows[0].now };
       continue;
     }
 
@@ -167,7 +173,7 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
  */
 export async function completeReceipt(db: Queryable, scope: IdempotencyScope, result: CommandResult): Promise<Date> {
   const [sql, parameters] = carrying(
-    result.withReceipt,
+    result.withReceipt ?? [],
     /* sql */ `
     UPDATE idempotency_receipts
     SET response_status = $4, response_headers = $5, response_body = $6,
@@ -196,6 +202,7 @@ export async function completeReceipt(db: Queryable, scope: IdempotencyScope, re
 
 interface ClaimRow {
   claimed: boolean;
+  now: Date;
   fingerprint: string;
   fingerprint_version: number;
   response_status: number;

@@ -14,19 +14,19 @@ export interface IdempotentResponse {
 
 /**
  * Runs `execute` at most once per scope and retention window, inside the caller's transaction:
- * claim the scope, execute, store the response on the receipt and, in the same statement, the
- * command's events in the outbox. The caller commits all of it together, or an exception rolls back
+ * claim the scope, execute (told the transaction's now(), see `Claim`), store the response on the
+ * receipt and, in the same statement, the command's events in the outbox (and what else it carries). The caller commits all of it together, or an exception rolls back
  * the effect, its events and the receipt together. Where the caller's transaction is `inTransaction`'s
  * on a pipelined pool, that last statement carries the COMMIT (`queryThenCommit`): send nothing after it.
  */
 export async function runIdempotent(
   db: Queryable,
   request: IdempotentRequest,
-  execute: (db: Queryable) => Promise<CommandResult>,
+  execute: (db: Queryable, claim: { now: Date }) => Promise<CommandResult>,
 ): Promise<IdempotentResponse> {
   const claim = await claimScope(db, request);
   if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [] };
-  const { effect, withReceipt, messageIds = [], retentionSeconds, ...response } = await execute(db);
+  const { effect, withReceipt, messageIds = [], retentionSeconds, ...response } = await execute(db, { now: claim.now });
   const expiresAt = await completeReceipt(db, request.scope, { ...response, effect, withReceipt, retentionSeconds });
   return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt, messageIds };
 }

@@ -18,7 +18,7 @@ export function runCommand(
   dataSource: DataSource,
   request: IdempotentRequest,
   context: CommandContext,
-  execute: (db: Queryable) => Promise<CommandResult>,
+  execute: (db: Queryable, claim: { now: Date }) => Promise<CommandResult>,
 ): Promise<IdempotentResponse> {
   return retryOnLostSession(() =>
     inTransaction(

@@ -9,8 +9,17 @@ export interface CarriedWrite {
   parameters: unknown[];
 }
 
-/** `statement` (parameters $1..$n) carrying `write` (numbered from $n+1): the SQL text and all parameters. */
-export function carrying(write: CarriedWrite | undefined, statement: string, parameters: unknown[]): [string, unknown[]] {
-  if (!write) return [statement, parameters];
-  return [`WITH ${write.name} AS (${write.sql(parameters.length + 1)})\n${statement}`, [...parameters, ...write.parameters]];
+/**
+ * `statement` (parameters $1..$n) carrying `writes` (each numbered on from the parameters before it):
+ * the SQL text and all parameters. The writes' names must differ.
+ */
+export function carrying(writes: readonly CarriedWrite[], statement: string, parameters: unknown[]): [string, unknown[]] {
+  if (!writes.length) return [statement, parameters];
+  const all = [...parameters];
+  const tables = writes.map((write) => {
+    const table = `${write.name} AS (${write.sql(all.length + 1)})`;
+    all.push(...write.parameters);
+    return table;
+  });
+  return [`WITH ${tables.join(',\n')}\n${statement}`, all];
 }

@@ -70,7 +70,7 @@ export class CancelOrderService {
       headers: {},
       body: toOrderResponse(order),
       effect: { type: 'order', id: order.id },
-      withReceipt: write,
+      withReceipt: [write],
       messageIds,
     };
   }

@@ -5,7 +5,7 @@ import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse } from '@app/idempotency';
 import { outboxWrite } from '@app/outbox';
-import { Queryable, queryRows } from '@app/platform';
+import { CarriedWrite, Queryable, queryRows } from '@app/platform';
 import { problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
 import { IdempotencyPolicy } from '../idempotency-policy';
@@ -24,16 +24,36 @@ export class CreateOrderService {
   execute(tenantId: string, key: string, request: CreateOrderRequest, context: CommandContext): Promise<IdempotentResponse> {
     const fields = { sku: request.sku, quantity: request.quantity, customerRef: request.customerRef ?? null };
     const idempotent = this.policy.request(tenantId, Operations.createOrder, key, fields);
-    return runCommand(this.dataSource, idempotent, context, (db) => this.placeOrder(db, tenantId, fields, context));
+    return runCommand(this.dataSource, idempotent, context, (db, { now }) => this.placeOrder(db, tenantId, fields, context, now));
   }
 
+  /**
+   * An order with a customerRef is inserted first: ON CONFLICT DO NOTHING keeps the transaction usable
+   * when the customerRef is taken, and that outcome is the answer (stored too). Nothing can refuse an
+   * order without one, so it rides with the receipt and its event in the transaction's last statement,
+   * one round trip fewer: its row is known before it is written, created_at being the transaction's now().
+   */
   private async placeOrder(
     db: Queryable,
     tenantId: string,
-    fields: { sku: string; quantity: number; customerRef: string | null },
+    fields: OrderFields,
     context: CommandContext,
+    now: Date,
   ): Promise<CommandResult> {
-    // ON CONFLICT DO NOTHING keeps the transaction usable when customerRef is taken, so that outcome is stored too.
+    const id = randomUUID();
+    if (fields.customerRef === null) {
+      const order: OrderRow = {
+        id,
+        sku: fields.sku,
+        quantity: fields.quantity,
+        customer_ref: null,
+        status: 'placed',
+        created_at: now,
+        cancelled_at: null,
+        cancel_reason: null,
+      };
+      return this.placed(order, tenantId, context, insertPlaced(order, tenantId));
+    }
     const { rows } = await queryRows<OrderRow>(
       db,
       /* sql */ `
@@ -41,11 +61,13 @@ export class CreateOrderService {
       VALUES ($1, $2, $3, $4, $5, 'placed')
       ON CONFLICT (tenant_id, customer_ref) WHERE customer_ref IS NOT NULL DO NOTHING
       RETURNING ${ORDER_COLUMNS}`,
-      [randomUUID(), tenantId, fields.sku, fields.quantity, fields.customerRef],
+      [id, tenantId, fields.sku, fields.quantity, fields.customerRef],
     );
-    const order = rows[0];
-    if (!order) return this.customerRefTaken(db, tenantId, fields.customerRef!);
+    return rows[0] ? this.placed(rows[0], tenantId, context) : this.customerRefTaken(db, tenantId, fields.customerRef);
+  }
 
+  /** The answer for a placed order and its OrderPlaced event, carried with the receipt after `order` itself when given. */
+  private placed(order: OrderRow, tenantId: string, context: CommandContext, insert?: CarriedWrite): CommandResult {
     const placed: OrderPlacedV1 = {
       orderId: order.id,
       tenantId,
@@ -70,7 +92,7 @@ export class CreateOrderService {
       headers: { Location: orderLocation(order.id) },
       body: toOrderResponse(order),
       effect: { type: 'order', id: order.id },
-      withReceipt: write,
+      withReceipt: insert ? [write, insert] : [write],
       messageIds,
     };
   }
@@ -84,4 +106,17 @@ export class CreateOrderService {
       orderId: rows[0]?.id,
     });
   }
+}
+
+type OrderFields = { sku: string; quantity: number; customerRef: string | null };
+
+/** `order` (placed, no customerRef) as a write the receipt's statement carries; created_at is the transaction's now(). */
+function insertPlaced(order: OrderRow, tenantId: string): CarriedWrite {
+  return {
+    name: 'placed',
+    sql: (n) => /* sql */ `
+      INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status, created_at)
+      VALUES ($${n}, $${n + 1}, $${n + 2}, $${n + 3}, NULL, 'placed', now())`,
+    parameters: [order.id, tenantId, order.sku, order.quantity],
+  };
 }
