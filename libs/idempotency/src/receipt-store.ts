@@ -14,9 +14,9 @@ export interface StoredResponse {
 export interface CommandResult extends StoredResponse {
   effect?: { type: string; id: string };
   /**
-   * Written by the statement that stores the response (one round trip, same transaction), in this
-   * order: the outbox rows of the events the command emits (`outboxWrite` in libs/outbox), and an
-   * effect nothing can refuse, whose outcome the response need not wait for.
+   * Written by the statement that stores the response (one round trip, same transaction): the outbox
+   * rows of the events the command emits (`outboxWrite` in libs/outbox) and, when nothing can refuse
+   * it (so the response need not wait for its outcome), the effect itself.
    */
   withReceipt?: CarriedWrite[];
   /** Outbox message-ids the execution enqueued: reported for logs, not stored on the receipt. */

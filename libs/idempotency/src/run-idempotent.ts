@@ -15,7 +15,8 @@ export interface IdempotentResponse {
 /**
  * Runs `execute` at most once per scope and retention window, inside the caller's transaction:
  * claim the scope, execute (told the transaction's now(), see `Claim`), store the response on the
- * receipt and, in the same statement, the command's events in the outbox (and what else it carries). The caller commits all of it together, or an exception rolls back
+ * receipt and, in the same statement, the command's events in the outbox (and whatever else the
+ * command gives it to carry). The caller commits all of it together, or an exception rolls back
  * the effect, its events and the receipt together. Where the caller's transaction is `inTransaction`'s
  * on a pipelined pool, that last statement carries the COMMIT (`queryThenCommit`): send nothing after it.
  */

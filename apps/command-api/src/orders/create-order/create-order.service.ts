@@ -66,7 +66,7 @@ export class CreateOrderService {
     return rows[0] ? this.placed(rows[0], tenantId, context) : this.customerRefTaken(db, tenantId, fields.customerRef);
   }
 
-  /** The answer for a placed order and its OrderPlaced event, carried with the receipt after `order` itself when given. */
+  /** The answer for a placed order, with its OrderPlaced event and, when given, the order's own row for the receipt's statement to carry. */
   private placed(order: OrderRow, tenantId: string, context: CommandContext, insert?: CarriedWrite): CommandResult {
     const placed: OrderPlacedV1 = {
       orderId: order.id,
