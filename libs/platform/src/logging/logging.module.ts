@@ -89,7 +89,7 @@ export function requestLogging(app: string, level: string, destination?: Destina
  * return the parent instead; every other child is pino's own. Turn off either quiet option and
  * req.log / res.log would lose `req`: keep them together.
  */
-export function withoutWholeRequestChild(root: Logger): Logger {
+function withoutWholeRequestChild(root: Logger): Logger {
   const child = root.child;
   const skipping = function (this: Logger, bindings: Record<string, unknown>, options?: object) {
     if (options === undefined && isWholeRequest(bindings)) return this;
