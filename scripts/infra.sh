@@ -196,9 +196,17 @@ EOF
 }
 
 # First run only. Copy into a temporary directory and rename it, so an interrupted
-# download never leaves a half-filled libs directory that looks complete.
+# download never leaves a half-filled libs directory that looks complete. Brokers started side by
+# side (scripts/test-infra.sh) take turns on a lock: the first fetches, the others find the jars.
 fetch_jars() {
   [[ -f "$KAFKA_JAR" ]] && return 0
+  mkdir -p "$CACHE"
+  exec {jars_lock}>"$CACHE/kafka-libs.lock"
+  flock "$jars_lock"
+  if [[ -f "$KAFKA_JAR" ]]; then
+    flock -u "$jars_lock"
+    return 0
+  fi
   command -v mvn >/dev/null 2>&1 || die "mvn not found: it is needed once to fetch the Kafka jars (apt-get install maven)"
   echo "Kafka: fetching broker jars with Maven (first run only, log $(rel "$MVN_LOG"))"
   write_pom
@@ -212,6 +220,7 @@ fetch_jars() {
   [[ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ]] || die "Maven finished but kafka_2.13-$KAFKA_VERSION.jar is missing (log: $(rel "$MVN_LOG"))"
   rm -rf "$LIBS"
   mv "$tmp" "$LIBS"
+  flock -u "$jars_lock"
 }
 
 write_configs() {

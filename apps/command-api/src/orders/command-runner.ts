@@ -1,0 +1,80 @@
+import { Injectable } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { Counter } from 'prom-client';
+import { DataSource } from 'typeorm';
+import { idempotentOperations } from '@app/contracts';
+import { CommandResult, IdempotentRequest, IdempotentResponse, ReplayCache, runIdempotent } from '@app/idempotency';
+import { inTransaction, Queryable, retryOnLostSession } from '@app/platform';
+import { CommandApiConfig } from '../config';
+import { InjectedFault } from '../http/problem-catalog';
+import { CommandContext } from './command-context';
+
+const cachedReplays = new Counter({
+  name: 'idempotency_replay_cache_hits_total',
+  help: 'Replays (and refusals of a reused key) answered from the receipts this process holds, without the database',
+  labelNames: ['operation'],
+});
+for (const operation of idempotentOperations) cachedReplays.inc({ operation }, 0);
+
+/**
+ * Runs each idempotent command in one transaction: claim the scope, `execute`, store the response with
+ * the command's events (runIdempotent), COMMIT. READ COMMITTED, PostgreSQL's default: the receipt's
+ * unique key, not the isolation level, serialises duplicates. A lost session reruns the whole
+ * transaction: the rerun decides again from what is committed (docs/idempotency.md). A retry whose
+ * committed receipt this process holds (ReplayCache) is answered without the database.
+ *
+ * With fault injection on (tests and the demo only) and `X-Fault-Injection: before-commit`, the
+ * command fails after its effect, its events and its receipt are written, before COMMIT (which then
+ * goes alone, not with the receipt's statement): none of them may survive.
+ */
+@Injectable()
+export class CommandRunner {
+  private readonly replays: ReplayCache;
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    config: ConfigService<CommandApiConfig, true>,
+  ) {
+    this.replays = new ReplayCache({
+      entries: config.get('IDEMPOTENCY_REPLAY_CACHE_ENTRIES', { infer: true }),
+      maxSeconds: config.get('IDEMPOTENCY_REPLAY_CACHE_SECONDS', { infer: true }),
+    });
+  }
+
+  async run(
+    request: IdempotentRequest,
+    context: CommandContext,
+    execute: (db: Queryable, claim: { now: Date }) => Promise<CommandResult>,
+  ): Promise<IdempotentResponse> {
+    const replayed = this.replayFromMemory(request);
+    if (replayed) return replayed;
+    const began = this.replays.now();
+    const result = await retryOnLostSession(() =>
+      inTransaction(
+        this.dataSource,
+        (db) => runIdempotent(db, request, execute),
+        context.failBeforeCommit ? { beforeCommit: failUnlessReplayed } : {},
+      ),
+    );
+    this.replays.remember(request, result, began);
+    return result;
+  }
+
+  private replayFromMemory(request: IdempotentRequest): IdempotentResponse | undefined {
+    try {
+      const replayed = this.replays.replay(request);
+      if (replayed) cachedReplays.inc({ operation: request.scope.operation });
+      return replayed;
+    } catch (refused) {
+      cachedReplays.inc({ operation: request.scope.operation });
+      throw refused;
+    }
+  }
+}
+
+function failUnlessReplayed(result: IdempotentResponse): void {
+  if (result.outcome !== 'replayed') {
+    throw new InjectedFault('failed after the effect, its events and the receipt were written, before COMMIT');
+  }
+}
