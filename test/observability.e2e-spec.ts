@@ -18,6 +18,7 @@ const PROMETHEUS_TEXT = /^text\/plain; .*version=0\.0\.4/;
 const KEY_METRICS: Record<string, [string, string][]> = {
   'command-api': [
     ['idempotency_requests_total', 'counter'],
+    ['idempotency_replay_cache_hits_total', 'counter'],
     ['http_request_duration_seconds', 'histogram'],
     ['http_database_unavailable_responses_total', 'counter'],
   ],

@@ -50,6 +50,13 @@ export const commandApiConfig = z
     IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND: retention().default(60),
     /** How long a duplicate waits for the request holding its key before it gets 409 + Retry-After. */
     IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(5_000),
+    /**
+     * How long a committed receipt may be replayed from memory (0: never), saving a retry its round trips.
+     * Never past the receipt's expiry; this bounds how long a receipt changed by hand may go unseen.
+     */
+    IDEMPOTENCY_REPLAY_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+    /** Receipts one API process keeps for IDEMPOTENCY_REPLAY_CACHE_SECONDS, the most recently used. */
+    IDEMPOTENCY_REPLAY_CACHE_ENTRIES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
     /** 0 turns the in-process sweeper off (use `npm run ops -- receipts:sweep` from a scheduler instead). */
     RECEIPT_SWEEP_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(DAY).default(60),
     RECEIPT_SWEEP_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
@@ -65,7 +72,7 @@ export const commandApiConfig = z
     /** Requests with a missing or invalid credential one source address may send per window. */
     RATE_LIMIT_UNAUTHENTICATED_REQUESTS: z.coerce.number().int().min(0).max(10_000_000).default(100),
     /**
-     * Test-only: honours `X-Fault-Injection: before-commit` (run-command.ts), with which any client can
+     * Test-only: honours `X-Fault-Injection: before-commit` (command-runner.ts), with which any client can
      * make its request fail. Accepted only with NODE_ENV=test: never in production, staging or `npm start`.
      */
     FAULT_INJECTION: envFields.flag(false),

@@ -1,5 +1,5 @@
 import { CarriedWrite, carrying, Queryable, queryRows, queryThenCommit, sqlState } from '@app/platform';
-import { fingerprint, SemanticFields } from './fingerprint';
+import { Fingerprint, fingerprint, SemanticFields } from './fingerprint';
 import { IdempotencyError } from './idempotency.error';
 import { IdempotencyScope } from './scope';
 
@@ -44,10 +44,12 @@ export interface IdempotentRequest {
 
 /**
  * `now`: PostgreSQL's now() in the claiming transaction (its start), the same in every statement of it, so
- * also the value of each `now()` and `DEFAULT now()` the command writes after the claim.
+ * also the value of each `now()` and `DEFAULT now()` the command writes after the claim. `fingerprint`:
+ * the receipt's, as stored (on a claim, the request's).
  */
-export type Claim =
-  { kind: 'claimed' | 'reclaimed'; expiresAt: Date; now: Date } | { kind: 'replay'; response: StoredResponse; expiresAt: Date };
+export type Claim = { expiresAt: Date; now: Date; fingerprint: Fingerprint } & (
+  { kind: 'claimed' | 'reclaimed' } | { kind: 'replay'; response: StoredResponse }
+);
 
 const LOCK_NOT_AVAILABLE = '55P03';
 
@@ -102,7 +104,9 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
         [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
       ),
     );
-    if (claimed.rows[0]?.claimed) return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at, now: claimed.rows[0].now };
+    if (claimed.rows[0]?.claimed) {
+      return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at, now: claimed.rows[0].now, fingerprint: current };
+    }
 
     const existing =
       claimed.rows[0] ??
@@ -148,7 +152,9 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
           [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
         ),
       );
-      if (replaced.rows.length) return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at, now: replaced.rows[0].now };
+      if (replaced.rows.length) {
+        return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at, now: replaced.rows[0].now, fingerprint: current };
+      }
       continue;
     }
 
@@ -158,6 +164,8 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
     return {
       kind: 'replay',
       expiresAt: existing.expires_at,
+      now: existing.now,
+      fingerprint: { value: existing.fingerprint, version: existing.fingerprint_version },
       response: { status: existing.response_status, headers: existing.response_headers, body: existing.response_body },
     };
   }

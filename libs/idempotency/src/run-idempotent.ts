@@ -1,4 +1,5 @@
 import { Queryable } from '@app/platform';
+import { Fingerprint } from './fingerprint';
 import { claimScope, CommandResult, completeReceipt, IdempotentRequest, StoredResponse } from './receipt-store';
 
 /** `created`: first execution; `replayed`: the stored response; `re-executed`: the old receipt had expired. */
@@ -10,6 +11,11 @@ export interface IdempotentResponse {
   expiresAt: Date;
   /** The outbox message-ids this execution enqueued; none on a replay. */
   messageIds: string[];
+  /**
+   * The committed receipt behind the response, for ReplayCache: its fingerprint as stored, and now() of
+   * the transaction that read or wrote it. Absent on a replay the cache answered.
+   */
+  receipt?: { fingerprint: Fingerprint; databaseNow: Date };
 }
 
 /**
@@ -26,8 +32,11 @@ export async function runIdempotent(
   execute: (db: Queryable, claim: { now: Date }) => Promise<CommandResult>,
 ): Promise<IdempotentResponse> {
   const claim = await claimScope(db, request);
-  if (claim.kind === 'replay') return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [] };
+  const receipt = { fingerprint: claim.fingerprint, databaseNow: claim.now };
+  if (claim.kind === 'replay') {
+    return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [], receipt };
+  }
   const { effect, withReceipt, messageIds = [], retentionSeconds, ...response } = await execute(db, { now: claim.now });
   const expiresAt = await completeReceipt(db, request.scope, { ...response, effect, withReceipt, retentionSeconds });
-  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt, messageIds };
+  return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt, messageIds, receipt };
 }

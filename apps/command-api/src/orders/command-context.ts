@@ -4,7 +4,7 @@ import { childTraceparent } from '@app/platform';
 /** What a command carries besides its fields: trace context for its events, and the test-only fault switch. */
 export interface CommandContext {
   traceparent: string;
-  /** Fail after the effect, its events and the receipt are written, before COMMIT: proves the rollback (run-command.ts). */
+  /** Fail after the effect, its events and the receipt are written, before COMMIT: proves the rollback (command-runner.ts). */
   failBeforeCommit: boolean;
 }
 

@@ -1,20 +1,18 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventTypes, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse } from '@app/idempotency';
 import { outboxWrite } from '@app/outbox';
 import { Queryable, queryRows } from '@app/platform';
 import { problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
+import { CommandRunner } from '../command-runner';
 import { IdempotencyPolicy } from '../idempotency-policy';
 import { ORDER_COLUMNS, OrderRow, toOrderResponse } from '../order.response';
-import { runCommand } from '../run-command';
 
 @Injectable()
 export class CancelOrderService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly commands: CommandRunner,
     private readonly policy: IdempotencyPolicy,
   ) {}
 
@@ -24,7 +22,7 @@ export class CancelOrderService {
    */
   execute(tenantId: string, key: string, orderId: string, reason: string, context: CommandContext): Promise<IdempotentResponse> {
     const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
-    return runCommand(this.dataSource, idempotent, context, (db) => this.cancel(db, tenantId, orderId, reason, context));
+    return this.commands.run(idempotent, context, (db) => this.cancel(db, tenantId, orderId, reason, context));
   }
 
   private async cancel(db: Queryable, tenantId: string, orderId: string, reason: string, context: CommandContext): Promise<CommandResult> {

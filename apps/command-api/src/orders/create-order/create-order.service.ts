@@ -1,22 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { ORDER_EVENT_VERSION, OrderEventTypes, OrderPlacedV1, Operations, Topics } from '@app/contracts';
 import { CommandResult, IdempotentResponse } from '@app/idempotency';
 import { outboxWrite } from '@app/outbox';
 import { CarriedWrite, Queryable, queryRows } from '@app/platform';
 import { problemResponse } from '../../http/problem-catalog';
 import { CommandContext } from '../command-context';
+import { CommandRunner } from '../command-runner';
 import { IdempotencyPolicy } from '../idempotency-policy';
 import { ORDER_COLUMNS, orderLocation, OrderRow, toOrderResponse } from '../order.response';
-import { runCommand } from '../run-command';
 import { CreateOrderRequest } from './create-order.request.dto';
 
 @Injectable()
 export class CreateOrderService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly commands: CommandRunner,
     private readonly policy: IdempotencyPolicy,
   ) {}
 
@@ -24,7 +22,7 @@ export class CreateOrderService {
   execute(tenantId: string, key: string, request: CreateOrderRequest, context: CommandContext): Promise<IdempotentResponse> {
     const fields = { sku: request.sku, quantity: request.quantity, customerRef: request.customerRef ?? null };
     const idempotent = this.policy.request(tenantId, Operations.createOrder, key, fields);
-    return runCommand(this.dataSource, idempotent, context, (db, { now }) => this.placeOrder(db, tenantId, fields, context, now));
+    return this.commands.run(idempotent, context, (db, { now }) => this.placeOrder(db, tenantId, fields, context, now));
   }
 
   /**
