@@ -36,21 +36,21 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
   const server = await describeServer(benchOrdersUrl);
   const db = new OrdersDb();
   let api: RunningApp | undefined;
+  let uncached: RunningApp | undefined;
   let bare: BareDriverCreate | undefined;
   let peer: RunningPeer | undefined;
   const profileDir = options.profile ? mkdtempSync(join(tmpdir(), 'bench-profile-')) : undefined;
+  const apiEnv = {
+    NODE_ENV: 'production',
+    LOG_LEVEL,
+    ORDERS_DATABASE_URL: benchOrdersUrl,
+    READINESS_REQUIRES_KAFKA: 'false',
+    DATABASE_POOL_SIZE: POOL_SIZE,
+  };
   try {
-    api = await startApp(
-      'command-api',
-      {
-        NODE_ENV: 'production',
-        LOG_LEVEL,
-        ORDERS_DATABASE_URL: benchOrdersUrl,
-        READINESS_REQUIRES_KAFKA: 'false',
-        DATABASE_POOL_SIZE: POOL_SIZE,
-      },
-      { nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] },
-    );
+    api = await startApp('command-api', apiEnv, { nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] });
+    // Replays that reach a process not holding their receipts: a second instance, its replay cache off.
+    uncached = await startApp('command-api', { ...apiEnv, IDEMPOTENCY_REPLAY_CACHE_SECONDS: '0' });
     const { tenantId, apiKey } = await db.tenant();
     const check = new Expectations();
     const orderId = await seedOrder(api.url, apiKey);
@@ -72,7 +72,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
     }
     const all = [
       ceiling,
-      ...commandPathScenarios(apiKey, orderId, options.concurrency, check),
+      ...commandPathScenarios(apiKey, orderId, options.concurrency, check, { url: uncached.url, pid: uncached.process.pid! }),
       ...(peer ? peerScenarios({ url: peer.url, pid: peer.pid }, options.concurrency, check) : []),
     ];
     const scenarios = profileDir ? all.filter((s) => s.name === 'bare pg driver' || s.name === 'first execution') : all;
@@ -145,7 +145,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
   } finally {
     await peer?.stop();
     await bare?.close();
-    await api?.stop();
+    await Promise.all([api?.stop(), uncached?.stop()]);
     await db.close();
     if (profileDir && options.profile) {
       const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'));
@@ -228,7 +228,10 @@ function section(report: BenchReport): BenchSection {
       'afterwards (one order, receipt and outbox row per key). Baseline: the **bare `pg` driver** running the transaction ' +
       'of a first execution (claim, order, outbox row, receipt update, each its own statement; prepared, the same pool size) ' +
       'with no HTTP and no framework, in the same run. Scenarios run in turn after a warm-up of every one. API CPU is the ' +
-      "command-api process's user+system time over the scenario, per request.",
+      "command-api process's user+system time over the scenario, per request. Replays are measured twice: on the process " +
+      'that ran the first executions, which answers them from the receipts it holds in memory (ReplayCache), and on a ' +
+      'second command-api on the same database with that cache off, as a retry that reaches another instance behind a ' +
+      'load balancer is answered.',
     settings: report.settings,
     table: {
       columns: ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s vs bare', 'API CPU ms/req', 'unexpected'],
@@ -257,6 +260,7 @@ function section(report: BenchReport): BenchSection {
           },
           ...aheadOfPeer(report, 'first execution', 'peer: first execution'),
           ...aheadOfPeer(report, 'replay', 'peer: replay'),
+          ...aheadOfPeer(report, 'replay, from the database', 'peer: replay'),
         ]
       : [],
     problems: report.problems,

@@ -52,11 +52,19 @@ const describeReply = (reply: Reply) =>
   `${reply.status} replayed=${reply.headers['idempotent-replayed'] ?? '-'} ${reply.body.slice(0, 160)}`;
 
 /**
- * The four scenarios, in the order they run. POSTs of the first-execution scenario remember their
- * Location so that the replay scenario can check it gets the same one back. Unexpected replies are
- * counted in warm-up too.
+ * The scenarios, in the order they run. POSTs of the first-execution scenario remember their Location
+ * so that the replay scenarios can check they get the same one back. The replays go to the process that
+ * ran the first executions, which holds their receipts (ReplayCache), and to `elsewhere`, a second
+ * command-api on the same database without that cache: a retry that reaches another instance behind a
+ * load balancer. Unexpected replies are counted in warm-up too.
  */
-export function commandPathScenarios(apiKey: string, orderId: string, concurrency: number, check: Expectations): Scenario[] {
+export function commandPathScenarios(
+  apiKey: string,
+  orderId: string,
+  concurrency: number,
+  check: Expectations,
+  elsewhere: { url: string; pid: number },
+): Scenario[] {
   const auth = { Authorization: `Bearer ${apiKey}` };
   const body = JSON.stringify({ sku: 'BENCH-1', quantity: 1 });
   const create = (key: string): Call => ({
@@ -103,21 +111,27 @@ export function commandPathScenarios(apiKey: string, orderId: string, concurrenc
         return [reply];
       },
     },
-    {
-      name: 'replay',
-      measures: 'POST /v1/orders, key already used: the stored response, no new effect',
+    ...(
+      [
+        ['replay', 'the process that ran the first executions, which holds their receipts in memory (ReplayCache)', undefined],
+        ['replay, from the database', 'another command-api process on the same database, without that cache', elsewhere],
+      ] as const
+    ).map(([name, where, target]): Scenario => ({
+      name,
+      measures: `POST /v1/orders, key already used: the stored response, no new effect; sent to ${where}`,
       workers: concurrency,
       connections: concurrency,
       orders: () => 0,
+      target,
       units: one,
       unit: async (client, _phase, index) => {
         const key = createdKeys[index % createdKeys.length] ?? 'no-first-execution-succeeded';
         const reply = await client.send(create(key));
         const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === 'true' && reply.headers.location === created.get(key);
-        check.expect('replay', ok, () => describeReply(reply));
+        check.expect(name, ok, () => describeReply(reply));
         return [reply];
       },
-    },
+    })),
     {
       name: '30 % retried',
       measures: 'POST /v1/orders, a mix: 3 of every 10 requests retry a key this scenario already used (replayed), 7 are fresh',
