@@ -20,7 +20,8 @@ module.exports = {
       rootDir: __dirname,
       roots: ['<rootDir>/test'],
       testRegex: '\\.e2e-spec\\.ts$',
-      testEnvironment: 'node',
+      // Node's, killing the app processes a test file leaves running when it ends.
+      testEnvironment: '<rootDir>/test/support/e2e-environment.ts',
       moduleNameMapper,
       transform,
       globalSetup: '<rootDir>/test/support/global-setup.ts',

@@ -75,7 +75,7 @@ describe('several relay instances', () => {
     } finally {
       await read.stop();
     }
-  });
+  }, 180_000); // the topic is read for up to 120 s
 
   it('SIGKILL in the middle of batches, again and again: every event arrives; duplicates keep their message-id', async () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
@@ -107,5 +107,5 @@ describe('several relay instances', () => {
     } finally {
       await read.stop();
     }
-  });
+  }, 180_000);
 });

@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { builtEntryArgs } from './build';
+import { APP_PROCESSES, AppProcesses } from './e2e-environment';
 import { freePort } from './free-port';
 
 const root = join(__dirname, '..', '..');
@@ -49,6 +50,12 @@ export async function startApp(app: AppName, env: Record<string, string> = {}, o
 
 class PortTaken extends Error {}
 
+/** This test file's app processes, which its environment kills when the file ends (e2e-environment.ts). */
+function appProcesses(): AppProcesses {
+  const scope = globalThis as Record<symbol, AppProcesses | undefined>;
+  return (scope[APP_PROCESSES] ??= { running: new Set(), closed: false });
+}
+
 async function startOnce(app: AppName, env: Record<string, string>, { nodeArgs = [] as string[] }): Promise<RunningApp> {
   const port = await freePort();
   const managementPort = managed.has(app) ? await freePort() : port;
@@ -64,6 +71,10 @@ async function startOnce(app: AppName, env: Record<string, string>, { nodeArgs =
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const apps = appProcesses();
+  apps.running.add(child);
+  child.once('exit', () => apps.running.delete(child));
+  if (apps.closed) child.kill('SIGKILL'); // its test file has ended: waitUntilLive reports the exit
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
