@@ -158,18 +158,24 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
       continue;
     }
 
-    if (fingerprint(request.fields, existing.fingerprint_version).value !== existing.fingerprint) {
-      throw new IdempotencyError('IDEMPOTENCY.KEY_REUSED', 'This Idempotency-Key was already used with a different request.');
-    }
+    const stored = { value: existing.fingerprint, version: existing.fingerprint_version };
+    refuseAnotherRequest(request.fields, stored);
     return {
       kind: 'replay',
       expiresAt: existing.expires_at,
       now: existing.now,
-      fingerprint: { value: existing.fingerprint, version: existing.fingerprint_version },
+      fingerprint: stored,
       response: { status: existing.response_status, headers: existing.response_headers, body: existing.response_body },
     };
   }
   throw new IdempotencyError('IDEMPOTENCY.IN_PROGRESS', 'The receipt for this key kept changing; retry shortly.');
+}
+
+/** Same key, different meaning: `fields` differ from the request whose receipt has the `stored` fingerprint (under its version). */
+export function refuseAnotherRequest(fields: SemanticFields, stored: Fingerprint): void {
+  if (fingerprint(fields, stored.version).value !== stored.value) {
+    throw new IdempotencyError('IDEMPOTENCY.KEY_REUSED', 'This Idempotency-Key was already used with a different request.');
+  }
 }
 
 /**

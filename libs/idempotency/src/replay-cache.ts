@@ -1,7 +1,6 @@
 import { LRUCache } from 'lru-cache';
-import { Fingerprint, fingerprint } from './fingerprint';
-import { IdempotencyError } from './idempotency.error';
-import { IdempotentRequest } from './receipt-store';
+import { Fingerprint } from './fingerprint';
+import { IdempotentRequest, refuseAnotherRequest } from './receipt-store';
 import { IdempotentResponse } from './run-idempotent';
 import { IdempotencyScope } from './scope';
 
@@ -60,9 +59,7 @@ export class ReplayCache {
   replay(request: IdempotentRequest): IdempotentResponse | undefined {
     const held = this.cache?.get(cacheKey(request.scope));
     if (!held) return undefined;
-    if (fingerprint(request.fields, held.fingerprint.version).value !== held.fingerprint.value) {
-      throw new IdempotencyError('IDEMPOTENCY.KEY_REUSED', 'This Idempotency-Key was already used with a different request.');
-    }
+    refuseAnotherRequest(request.fields, held.fingerprint);
     return { outcome: 'replayed', response: held.response, expiresAt: held.expiresAt, messageIds: [] };
   }
 
