@@ -119,7 +119,12 @@ describe('when the same scope is held by a transaction still in flight', () => {
       expect(blocked.body.type).toBe('/problems/service-unavailable');
       // The 503 is logged with the database's diagnosis, never with the statement's values.
       const logged = await logLine(suite.api, (line) => line.level === 50 && line.err?.code === '55P03');
-      expect(logged).toMatchObject({ problem: '/problems/service-unavailable', err: { message: expect.stringMatching(/lock timeout/) } });
+      expect(logged).toMatchObject({
+        problem: '/problems/service-unavailable',
+        err: { message: expect.stringMatching(/lock timeout/) },
+        context: 'ProblemDetailsFilter',
+        requestId: blocked.headers['x-request-id'],
+      });
       expect(JSON.stringify(logged)).not.toMatch(new RegExp(`${tenantId}|cancel-key-in-no-log|reason-in-no-log|"parameters"`));
     } finally {
       await holder.query('ROLLBACK');

@@ -9,7 +9,7 @@ import { keepLateConnectionErrorsFromCrashing } from './database/database-errors
 import { answerUnparseableRequestsAsProblems } from './http/client-error';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
-import { REQUEST_ID, REQUEST_ID_HEADER } from './logging/logging.module';
+import { mountRequestLogging, REQUEST_ID, REQUEST_ID_HEADER } from './logging/logging.module';
 import { serveManagement } from './management';
 import { observeHttpDuration } from './metrics/http-metrics';
 
@@ -90,7 +90,8 @@ export function configureHttpApp(
   // Express hashes every response body into a weak ETag, POSTs included: a SHA-1 per answer for
   // conditional GETs nobody sends to a command API (no client here revalidates; the docs promise none).
   express.disable?.('etag');
-  // Plain Express middleware ahead of every route: unmatched requests are timed too (route "unmatched").
+  // Plain Express middleware ahead of every route: unmatched requests are logged and timed too (route "unmatched").
+  mountRequestLogging(app);
   app.use(observeHttpDuration);
   app.useGlobalFilters(new ProblemDetailsFilter(options.problems));
   app.enableShutdownHooks();

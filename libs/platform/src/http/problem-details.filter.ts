@@ -1,5 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import type { Logger as PinoLogger } from 'pino';
 import { STATUS_CODES } from 'node:http';
 import { isDatabaseUnavailable } from '../database/database-errors';
 import { databaseUnavailableResponses, routeLabel } from '../metrics/http-metrics';
@@ -49,7 +50,11 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       databaseUnavailableResponses.inc({ method: request.method, route: routeLabel(request) });
     }
     if (problem.status >= 500) {
-      this.logger.error({ err: exception, url: request.originalUrl, problem: problem.type }, problem.title);
+      // The request's own logger (pino-http's, with its requestId) when it has one.
+      const fields = { context: ProblemDetailsFilter.name, err: exception, url: request.originalUrl, problem: problem.type };
+      const log = (request as { log?: PinoLogger }).log;
+      if (log) log.error(fields, problem.title);
+      else this.logger.error(fields, problem.title);
     }
     if (response.headersSent) return;
     response

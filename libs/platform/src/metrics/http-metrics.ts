@@ -20,8 +20,8 @@ export const databaseUnavailableResponses = new Counter({
  */
 export function routeLabel(req: Request): string {
   const path = (req.route as { path?: unknown } | undefined)?.path;
-  // Nest mounts middleware for every path (nestjs-pino's request logger) as the route `/{*path}`:
-  // a request that reached only that matched no route of the app.
+  // Nest mounts a module's middleware for every path as the route `/{*path}`: a request that
+  // reached only that matched no route of the app.
   if (typeof path !== 'string' || path.endsWith('{*path}')) return 'unmatched';
   return `${req.baseUrl ?? ''}${path}`;
 }
