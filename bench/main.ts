@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describeMachine, runAsMain } from './cli';
 import * as commands from './command-path.bench';
 import * as consumers from './consumers.bench';
+import * as instructions from './instructions.bench';
 import * as latency from './latency.bench';
 import * as relay from './relay.bench';
 import { describeServer } from './bench-database';
@@ -20,10 +21,15 @@ import * as webhooks from './webhooks.bench';
 interface Benchmark {
   usage: string;
   run(argv: string[]): Promise<BenchResult>;
+  /** Why this machine cannot run it (a tool missing): `npm run bench` then skips it and says so. */
+  cannotRun?(): string | undefined;
 }
 
-/** In the order `npm run bench` runs them: B1 commands (with the peer), B2 relay (with the peer), B3 consumers, B4 latency, webhooks. */
-const BENCHMARKS: Record<string, Benchmark> = { commands, relay, consumers, latency, webhooks };
+/**
+ * In the order `npm run bench` runs them: B1 commands (with the peer), the same counted in instructions,
+ * B2 relay (with the peer), B3 consumers, B4 latency, webhooks.
+ */
+const BENCHMARKS: Record<string, Benchmark> = { commands, instructions, relay, consumers, latency, webhooks };
 
 /** The full report of each benchmark of the last `npm run bench` (git-ignored). */
 const RESULTS_DIR = join(__dirname, '..', '.cache', 'bench');
@@ -37,6 +43,11 @@ async function runAll(): Promise<BenchResult> {
   const machine = describeMachine();
   const sections: BenchSection[] = [];
   for (const [id, benchmark] of Object.entries(BENCHMARKS)) {
+    const reason = benchmark.cannotRun?.();
+    if (reason) {
+      process.stderr.write(`bench: === ${id} === skipped: ${reason}\n`);
+      continue;
+    }
     process.stderr.write(`bench: === ${id} ===\n`);
     const result = await benchmark.run([]);
     process.stdout.write(`\n${result.text}\n`);

@@ -57,7 +57,8 @@ export interface RunningPeer {
 }
 
 /** Installs the peer's locked dependencies if missing, recreates its database, starts its Redis and the app. */
-export async function startNodeIdempotencyPeer(): Promise<RunningPeer> {
+export async function startNodeIdempotencyPeer(options: { launcher?: string[]; nodeArgs?: string[] } = {}): Promise<RunningPeer> {
+  const [command, ...launcherArgs] = [...(options.launcher ?? []), process.execPath, ...(options.nodeArgs ?? [])];
   const database = benchDatabaseName(peerOrdersUrl);
   if (!database)
     throw new Error(`BENCH_PEER_ORDERS_DATABASE_URL must name a database containing "bench" (it is dropped): ${peerOrdersUrl}`);
@@ -70,8 +71,8 @@ export async function startNodeIdempotencyPeer(): Promise<RunningPeer> {
   try {
     app = await startChild(
       'peer app',
-      process.execPath,
-      [join(peerDir, 'src', 'main.js')],
+      command,
+      [...launcherArgs, join(peerDir, 'src', 'main.js')],
       {
         cwd: peerDir,
         env: {
@@ -84,6 +85,7 @@ export async function startNodeIdempotencyPeer(): Promise<RunningPeer> {
         },
       },
       () => answers(url),
+      options.launcher ? 180_000 : 30_000,
     );
   } catch (error) {
     await redis.stop();
@@ -212,13 +214,14 @@ interface Child {
   stop(): Promise<void>;
 }
 
-/** Spawns a process and resolves once `ready(output)` holds; rejects with its output if it exits or takes over 30 s. */
+/** Spawns a process and resolves once `ready(output)` holds; rejects with its output if it exits or takes over `timeoutMs`. */
 async function startChild(
   name: string,
   command: string,
   args: string[],
   options: { cwd: string; env: NodeJS.ProcessEnv },
   ready: (output: string) => boolean | Promise<boolean>,
+  timeoutMs = 30_000,
 ): Promise<Child> {
   const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -240,11 +243,11 @@ async function startChild(
     }
     process.removeListener('exit', killOnExit);
   };
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + timeoutMs;
   while (!(await ready(output))) {
     if (gone || Date.now() > deadline) {
       await stop();
-      throw new Error(`${name} ${gone ? 'exited before it was ready' : 'not ready within 30 s'}:\n${output.slice(-2000)}`);
+      throw new Error(`${name} ${gone ? 'exited before it was ready' : `not ready within ${timeoutMs / 1000} s`}:\n${output.slice(-2000)}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

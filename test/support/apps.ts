@@ -35,8 +35,15 @@ export interface RunningApp {
   stop(signal?: NodeJS.Signals): Promise<Exit>;
 }
 
+export interface StartOptions {
+  /** Arguments for node ahead of the entry point (`--cpu-prof`, …). */
+  nodeArgs?: string[];
+  /** A program that runs node (`valgrind --tool=callgrind …`): node's command line follows its own. */
+  launcher?: string[];
+}
+
 /** Runs an app's real entry point from source as its own process, on a free port, and waits until it is live. */
-export async function startApp(app: AppName, env: Record<string, string> = {}, options: { nodeArgs?: string[] } = {}): Promise<RunningApp> {
+export async function startApp(app: AppName, env: Record<string, string> = {}, options: StartOptions = {}): Promise<RunningApp> {
   // A port is free when chosen and taken only when the app listens; should another process take it
   // meanwhile (see free-port.ts), the app exits with EADDRINUSE and is started again on other ports.
   for (let attempt = 1; ; attempt++) {
@@ -56,10 +63,11 @@ function appProcesses(): AppProcesses {
   return (scope[APP_PROCESSES] ??= { running: new Set(), closed: false });
 }
 
-async function startOnce(app: AppName, env: Record<string, string>, { nodeArgs = [] as string[] }): Promise<RunningApp> {
+async function startOnce(app: AppName, env: Record<string, string>, { nodeArgs = [], launcher = [] }: StartOptions): Promise<RunningApp> {
   const port = await freePort();
   const managementPort = managed.has(app) ? await freePort() : port;
-  const child = spawn(process.execPath, [...nodeArgs, ...entryArgs(`apps/${app}/src/main.ts`)], {
+  const [command, ...args] = [...launcher, process.execPath, ...nodeArgs, ...entryArgs(`apps/${app}/src/main.ts`)];
+  const child = spawn(command, args, {
     cwd: root,
     env: {
       ...process.env,
@@ -89,7 +97,8 @@ async function startOnce(app: AppName, env: Record<string, string>, { nodeArgs =
       return exited;
     },
   };
-  await waitUntilLive(running, exited);
+  // Under a launcher such as valgrind, startup takes several times as long.
+  await waitUntilLive(running, exited, launcher.length ? 180_000 : 30_000);
   return running;
 }
 
