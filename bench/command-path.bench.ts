@@ -21,7 +21,7 @@ import { BenchOptions, parseOptions, usage } from './options';
 import { BenchResult, BenchSection, UsageError } from './section';
 import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
 import { countPeerOrders, RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
-import { commandPathScenarios, Expectations, peerScenarios, RACE_BURST, Scenario } from './scenarios';
+import { commandPathScenarios, Expectations, peerScenarios, RACE_BURST, Scenario, seedOrder } from './scenarios';
 
 const POOL_SIZE = '10';
 const LOG_LEVEL = 'warn';
@@ -167,23 +167,6 @@ function processCpuMs(pid: number): number {
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
   } catch {
     return NaN; // not Linux: reported as n/a
-  }
-}
-
-/** The order the baseline reads, created through the API like any other. */
-async function seedOrder(baseUrl: string, apiKey: string): Promise<string> {
-  const client = new KeepAliveClient(baseUrl, 1);
-  try {
-    const reply = await client.send({
-      method: 'POST',
-      path: '/v1/orders',
-      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': 'seed' },
-      body: JSON.stringify({ sku: 'BENCH-0', quantity: 1 }),
-    });
-    if (reply.status !== 201) throw new Error(`seeding an order: ${reply.status} ${reply.body}`);
-    return JSON.parse(reply.body).id;
-  } finally {
-    client.close();
   }
 }
 

@@ -21,7 +21,7 @@ import { describeMachine, Machine, runAsMain } from './cli';
 import { closedLoop, KeepAliveClient } from './load';
 import { benchArgs, integerFlag } from './options';
 import { RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
-import { commandPathScenarios, Expectations, peerScenarios, Scenario } from './scenarios';
+import { commandPathScenarios, Expectations, peerScenarios, Scenario, seedOrder } from './scenarios';
 import { BenchResult, BenchSection, UsageError } from './section';
 
 export const usage = 'usage: npm run bench -- instructions [--requests N (50-100000, default 1000)] [--json]';
@@ -237,23 +237,6 @@ class BareProcess {
 async function replayCacheHits(api: RunningApp): Promise<number> {
   const text = await (await fetch(`${api.managementUrl}/metrics`)).text();
   return [...text.matchAll(/^idempotency_replay_cache_hits_total\{[^}]*\} (\d+)/gm)].reduce((sum, [, n]) => sum + Number(n), 0);
-}
-
-/** The order the GET baseline of the shared scenarios reads (not counted here), created through the API. */
-async function seedOrder(baseUrl: string, apiKey: string): Promise<string> {
-  const client = new KeepAliveClient(baseUrl, 1);
-  try {
-    const reply = await client.send({
-      method: 'POST',
-      path: '/v1/orders',
-      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': 'seed' },
-      body: JSON.stringify({ sku: 'BENCH-0', quantity: 1 }),
-    });
-    if (reply.status !== 201) throw new Error(`seeding an order: ${reply.status} ${reply.body}`);
-    return JSON.parse(reply.body).id;
-  } finally {
-    client.close();
-  }
 }
 
 const thousands = (n: number) => `${Math.round(n / 1000).toLocaleString('en-US')}k`;

@@ -233,3 +233,20 @@ export function peerScenarios(target: { url: string; pid: number }, concurrency:
     },
   ];
 }
+
+/** The order the GET baseline reads, created through the API like any other. */
+export async function seedOrder(baseUrl: string, apiKey: string): Promise<string> {
+  const client = new KeepAliveClient(baseUrl, 1);
+  try {
+    const reply = await client.send({
+      method: 'POST',
+      path: '/v1/orders',
+      headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': 'seed' },
+      body: JSON.stringify({ sku: 'BENCH-0', quantity: 1 }),
+    });
+    if (reply.status !== 201) throw new Error(`seeding an order: ${reply.status} ${reply.body}`);
+    return JSON.parse(reply.body).id;
+  } finally {
+    client.close();
+  }
+}
