@@ -3,18 +3,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Instructions a process executed while some work ran: on its main thread (the event loop) and on all its threads. */
-export interface Instructions {
-  mainThread: number;
-  allThreads: number;
-}
-
 /**
  * Counts the instructions a process executes, with valgrind's callgrind: a count, not a time, so it
  * does not move with whatever else the machine is doing (this VM's speed varies 2-3x within hours). The
- * process runs under
- * `launcher` with instrumentation off (valgrind's core alone, a few times slower), so that it starts and
- * warms up in seconds; `count` turns it on around the work. Linux with valgrind installed only.
+ * process runs under `launcher` with instrumentation off (valgrind's core alone, a few times slower), so
+ * that it starts and warms up in seconds; `count` turns it on around the work. Linux with valgrind only.
  */
 export class Callgrind {
   private readonly dir = mkdtempSync(join(tmpdir(), 'bench-callgrind-'));
@@ -42,23 +35,19 @@ export class Callgrind {
   }
 
   /**
-   * Instructions `pid` executed while `work` ran. `env` is the process's USER and HOST: vgdb names the
+   * Instructions `pid` executed while `work` ran, on all its threads. `env` is the process's USER and HOST: vgdb names the
    * channel to a process after them (an app's HOST is its listening address, not the machine's name).
    */
-  async count(pid: number, env: { USER?: string; HOST?: string }, work: () => Promise<void>): Promise<Instructions> {
+  async count(pid: number, env: { USER?: string; HOST?: string }, work: () => Promise<void>): Promise<number> {
     const control = (...args: string[]) => this.control(pid, env, args);
     control('--instr=on');
     control('--zero');
     await work();
     const counters = control('-e');
     control('--instr=off');
-    const threads = [...counters.matchAll(/^\s*Th (\d+)\s+([\d,]+)/gm)].map(([, thread, count]) => ({
-      thread,
-      count: Number(count.replace(/,/g, '')),
-    }));
-    const main = threads.find((t) => t.thread === '1');
-    if (!main) throw new Error(`callgrind_control reported no counts for process ${pid}:\n${counters}`);
-    return { mainThread: main.count, allThreads: threads.reduce((sum, t) => sum + t.count, 0) };
+    const threads = [...counters.matchAll(/^\s*Th \d+\s+([\d,]+)/gm)].map(([, count]) => Number(count.replace(/,/g, '')));
+    if (threads.length === 0) throw new Error(`callgrind_control reported no counts for process ${pid}:\n${counters}`);
+    return threads.reduce((sum, count) => sum + count, 0);
   }
 
   close(): void {

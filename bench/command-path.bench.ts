@@ -4,7 +4,7 @@
  * Starts the real command-api from source against its own database (see bench-env.ts), drops and
  * recreates that database first, and checks every reply: exit 0 all as expected, 1 otherwise, 2 bad usage.
  */
-import { benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
+import { apiEnv, benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -23,9 +23,6 @@ import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
 import { countPeerOrders, RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
 import { commandPathScenarios, Expectations, peerScenarios, RACE_BURST, Scenario, seedOrder } from './scenarios';
 
-const POOL_SIZE = '10';
-const LOG_LEVEL = 'warn';
-
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
 
 async function bench(options: BenchOptions, database: string): Promise<BenchReport> {
@@ -40,13 +37,6 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
   let bare: BareDriverCreate | undefined;
   let peer: RunningPeer | undefined;
   const profileDir = options.profile ? mkdtempSync(join(tmpdir(), 'bench-profile-')) : undefined;
-  const apiEnv = {
-    NODE_ENV: 'production',
-    LOG_LEVEL,
-    ORDERS_DATABASE_URL: benchOrdersUrl,
-    READINESS_REQUIRES_KAFKA: 'false',
-    DATABASE_POOL_SIZE: POOL_SIZE,
-  };
   try {
     api = await startApp('command-api', apiEnv, { nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] });
     // Replays that reach a process not holding their receipts: a second instance, its replay cache off.
@@ -54,7 +44,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
     const { tenantId, apiKey } = await db.tenant();
     const check = new Expectations();
     const orderId = await seedOrder(api.url, apiKey);
-    bare = new BareDriverCreate(benchOrdersUrl, Number(POOL_SIZE), apiKey);
+    bare = new BareDriverCreate(benchOrdersUrl, Number(apiEnv.DATABASE_POOL_SIZE), apiKey);
     const ceiling: Scenario = {
       name: 'bare pg driver',
       measures:
@@ -134,8 +124,8 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
         concurrency: options.concurrency,
         racingBurst: RACE_BURST,
         apiProcesses: 1,
-        DATABASE_POOL_SIZE: POOL_SIZE,
-        LOG_LEVEL,
+        DATABASE_POOL_SIZE: apiEnv.DATABASE_POOL_SIZE,
+        LOG_LEVEL: apiEnv.LOG_LEVEL,
         database,
       },
       server,

@@ -9,7 +9,7 @@
  * locks, fsync): `commands` measures that. ~10 min; not part of `npm run bench`. Exit 0 all replies as
  * expected, 1 otherwise, 2 bad usage.
  */
-import { benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
+import { apiEnv, benchOrdersUrl } from './bench-env'; // first: it points test/support's OrdersDb at the bench database
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface, Interface } from 'node:readline';
@@ -18,7 +18,7 @@ import { buildForTests } from '../test/support/build';
 import { OrdersDb } from '../test/support/orders-db';
 import { testEnv } from '../test/support/test-env';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
-import { Callgrind, Instructions } from './callgrind';
+import { Callgrind } from './callgrind';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { closedLoop, KeepAliveClient } from './load';
 import { benchArgs, integerFlag } from './options';
@@ -28,7 +28,6 @@ import { BenchResult, BenchSection, UsageError } from './section';
 
 export const usage = 'usage: npm run bench -- instructions [--requests N (50-100000, default 3000)] [--json]';
 
-const POOL_SIZE = '10';
 /**
  * Every counted process runs V8 without background threads: its garbage collection and compiling
  * happen on the thread that is counted, in the same order every run (with them in the background the
@@ -76,13 +75,6 @@ async function bench(requests: number, database: string): Promise<InstructionsRe
   const callgrind = new Callgrind();
   const launcher = callgrind.launcher;
   const db = new OrdersDb();
-  const apiEnv = {
-    NODE_ENV: 'production',
-    LOG_LEVEL: 'warn',
-    ORDERS_DATABASE_URL: benchOrdersUrl,
-    READINESS_REQUIRES_KAFKA: 'false',
-    DATABASE_POOL_SIZE: POOL_SIZE,
-  };
   const apps: RunningApp[] = [];
   let peer: RunningPeer | undefined;
   let bare: BareProcess | undefined;
@@ -119,13 +111,13 @@ async function bench(requests: number, database: string): Promise<InstructionsRe
       bare!.run('measured-bare', requests),
     );
     const rows: Row[] = [];
-    const add = (name: string, measures: string, count: Instructions) =>
+    const add = (name: string, measures: string, count: number) =>
       rows.push({
         name,
         measures,
         requests,
-        instructions: count.allThreads / requests,
-        vsBare: bareCount.allThreads / count.allThreads,
+        instructions: count / requests,
+        vsBare: bareCount / count,
         unexpected: check.unexpected.get(name) ?? 0,
       });
     add('bare pg driver', "the baseline: a first execution's transaction through the bare pg driver, in a process of its own", bareCount);
@@ -153,7 +145,14 @@ async function bench(requests: number, database: string): Promise<InstructionsRe
       ok: problems.length === 0,
       machine,
       server,
-      settings: { requests, warmup, concurrency: CONCURRENCY, DATABASE_POOL_SIZE: POOL_SIZE, LOG_LEVEL: 'warn', database },
+      settings: {
+        requests,
+        warmup,
+        concurrency: CONCURRENCY,
+        DATABASE_POOL_SIZE: apiEnv.DATABASE_POOL_SIZE,
+        LOG_LEVEL: apiEnv.LOG_LEVEL,
+        database,
+      },
       rows,
       problems,
     };
@@ -199,7 +198,7 @@ class BareProcess {
     ];
     const child = spawn(command, args, {
       cwd: join(__dirname, '..'),
-      env: { ...process.env, BENCH_ORDERS_DATABASE_URL: benchOrdersUrl, BENCH_API_KEY: apiKey, BENCH_POOL_SIZE: POOL_SIZE },
+      env: { ...process.env, BENCH_ORDERS_DATABASE_URL: benchOrdersUrl, BENCH_API_KEY: apiKey, BENCH_POOL_SIZE: apiEnv.DATABASE_POOL_SIZE },
       stdio: ['pipe', 'pipe', 'ignore'], // valgrind's own report
     });
     const bare = new BareProcess(child, createInterface({ input: child.stdout! }));

@@ -25,7 +25,7 @@ interface Benchmark {
 
 /**
  * In the order `npm run bench` runs them: B1 commands (with the peer), B2 relay (with the peer), B3
- * consumers, B4 latency, webhooks; `instructions` (B1 counted in instructions, ~25 min) only on its own.
+ * consumers, B4 latency, webhooks; `instructions` (B1 counted in instructions, ~10 min) only on its own.
  */
 const BENCHMARKS: Record<string, Benchmark> = { commands, relay, consumers, latency, webhooks, instructions };
 const ON_ITS_OWN = new Set(['instructions']);
