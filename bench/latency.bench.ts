@@ -4,9 +4,10 @@
  * `--notifier`) on the bench's databases and the bench's broker, at a steady rate of `POST /v1/orders`.
  *
  * Per order: fulfillment's shipment `created_at` minus the order's `created_at`, both read on the same
- * PostgreSQL server. Both are `now()`, the start of their transactions: this codebase stores no commit
- * time (the receipt's `completed_at` and the outbox row's `created_at` are `now()` of the same
- * transaction too, and `track_commit_timestamp` is off). The command transaction is a few
+ * PostgreSQL server. The order's is the command-api's clock as it places the order, just before its
+ * transaction begins (one host clock here), the shipment's `now()`, the start of its transaction: this
+ * codebase stores no commit time (the receipt's `completed_at` and the outbox row's `created_at` are
+ * `now()` of the order's transaction, and `track_commit_timestamp` is off). The command transaction is a few
  * milliseconds long and fulfillment's at this rate too, so start-to-start is within those few ms of
  * commit-to-commit. The HTTP reply (after the commit, on the same host clock) gives a lower bound.
  * Each message's Kafka timestamp (the relay's producer sets it as it sends; read by an observer group)
@@ -423,8 +424,9 @@ function section(report: Report): BenchSection {
     method:
       `\`POST /v1/orders\` at ${report.settings.rate}/s for ${report.settings.seconds} s (open loop, after a ${report.settings.warmupSeconds} s warm-up) with ` +
       "command-api, outbox-relay and fulfillment running as `npm start` runs them. Per order: `orders.created_at` to its shipment's " +
-      "`created_at`, both on one PostgreSQL server. Both are `now()`, their transaction's start: the schema stores no commit time " +
-      '(the receipt and outbox timestamps are `now()` of the same transaction); both transactions last a few ms. Baseline: a bare ' +
+      "`created_at`, both on one PostgreSQL server: the order's is the command-api's clock just before its transaction begins (one " +
+      "host clock here), the shipment's `now()`, its transaction's start; the schema stores no commit time (the receipt and outbox " +
+      "timestamps are `now()` of the order's transaction); both transactions last a few ms. Baseline: a bare " +
       'kafkajs producer sending the same OrderPlaced at the same rate and a bare `eachBatch` consumer applying it (send to effect).',
     settings: report.settings,
     table: {

@@ -60,6 +60,51 @@ const LOCK_NOT_AVAILABLE = '55P03';
 const EXPIRED = /* sql */ `(now() >= expires_at OR compacted_at IS NOT NULL)`;
 const TOMBSTONED = /* sql */ `coalesce(now() < tombstone_until, false)`;
 
+/** The claim: a receipt for the scope, unless one exists (then nothing). Parameters $1-$8 (`claimParameters`). */
+const CLAIM = /* sql */ `
+  claimed AS (
+    INSERT INTO idempotency_receipts
+      (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until)
+    VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
+            CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END)
+    ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+    RETURNING expires_at
+  )`;
+
+/** The claim of a decided command: the receipt with its answer, completed at once. Parameters $1-$13. */
+const CLAIM_WITH_ANSWER = /* sql */ `
+  claimed AS (
+    INSERT INTO idempotency_receipts
+      (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until,
+       response_status, response_headers, response_body, effect_type, effect_id, completed_at)
+    VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
+            CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END,
+            $9, $10, $11, $12, $13, now())
+    ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+    RETURNING expires_at
+  )`;
+
+/**
+ * After the claim (CTE `claimed`): the claim it made, or else the receipt committed before the
+ * statement began (read in the same statement, so one round trip serves both usual cases). A receipt
+ * committed while the claim waited on it is not in the statement's snapshot: then no row.
+ */
+const CLAIM_OR_RECEIPT = /* sql */ `
+  SELECT true AS claimed, now(), expires_at, NULL::timestamptz AS tombstone_until, NULL::text AS fingerprint,
+         NULL::smallint AS fingerprint_version, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
+         NULL::json AS response_body, false AS expired, false AS tombstoned
+  FROM claimed
+  UNION ALL
+  SELECT false, now(), expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
+         response_body, ${EXPIRED}, ${TOMBSTONED}
+  FROM idempotency_receipts
+  WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`;
+
+function claimParameters(request: IdempotentRequest, print: Fingerprint, retentionSeconds: number, tombstoneSeconds: number): unknown[] {
+  const { tenantId, operation, key } = request.scope;
+  return [tenantId, operation, key, print.value, print.version, request.region, retentionSeconds, tombstoneSeconds];
+}
+
 /**
  * Claims `request.scope` inside the caller's transaction, or finds the committed receipt to replay.
  *
@@ -77,37 +122,18 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
   const tombstoneSeconds = request.tombstoneSeconds ?? 0;
   // A row can vanish between statements (swept after expiry); then the claim simply runs again.
   for (let attempt = 0; attempt < 3; attempt++) {
-    // One round trip for both usual cases: the claim, or the receipt that was committed before this
-    // statement began (read in the same statement). A receipt committed while the claim waited on it
-    // is not in this statement's snapshot: the second statement below reads it.
     const claimed = await whileClaiming(() =>
       queryRows<ClaimRow>(
         db,
-        /* sql */ `
-        WITH claimed AS (
-          INSERT INTO idempotency_receipts
-            (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until)
-          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
-                  CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END)
-          ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
-          RETURNING expires_at
-        )
-        SELECT true AS claimed, now(), expires_at, NULL::timestamptz AS tombstone_until, NULL::text AS fingerprint,
-               NULL::smallint AS fingerprint_version, NULL::smallint AS response_status, NULL::jsonb AS response_headers,
-               NULL::json AS response_body, false AS expired, false AS tombstoned
-        FROM claimed
-        UNION ALL
-        SELECT false, now(), expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
-               response_body, ${EXPIRED}, ${TOMBSTONED}
-        FROM idempotency_receipts
-        WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`,
-        [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
+        /* sql */ `WITH ${CLAIM}\n${CLAIM_OR_RECEIPT}`,
+        claimParameters(request, current, request.retentionSeconds, tombstoneSeconds),
       ),
     );
     if (claimed.rows[0]?.claimed) {
       return { kind: 'claimed', expiresAt: claimed.rows[0].expires_at, now: claimed.rows[0].now, fingerprint: current };
     }
 
+    // The receipt committed while the claim waited on it: the second statement reads it.
     const existing =
       claimed.rows[0] ??
       (
@@ -122,53 +148,97 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
         )
       ).rows[0];
     if (!existing) continue;
+    const replay = replayOrRefuse(request, existing);
+    if (replay) return replay;
 
-    if (existing.expired && existing.tombstoned) {
-      const expiredAt = existing.expires_at.toISOString();
-      const tombstoneUntil = existing.tombstone_until!.toISOString();
-      throw new IdempotencyError(
-        'IDEMPOTENCY.KEY_EXPIRED',
-        `This Idempotency-Key expired at ${expiredAt} and is refused until ${tombstoneUntil}: the action it named ` +
-          'may already have happened. Use a new key for a new action.',
-        { expiredAt, tombstoneUntil },
-      );
+    // Expired, and only once the tombstone is over too: a late retry racing the end of a tombstone never executes early.
+    const replaced = await whileClaiming(() =>
+      queryRows<{ expires_at: Date; now: Date }>(
+        db,
+        /* sql */ `
+        UPDATE idempotency_receipts
+        SET fingerprint = $4, fingerprint_version = $5, region = $6,
+            response_status = NULL, response_headers = NULL, response_body = NULL,
+            effect_type = NULL, effect_id = NULL, completed_at = NULL, compacted_at = NULL,
+            created_at = now(), expires_at = now() + make_interval(secs => $7),
+            tombstone_until = CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END
+        WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3
+          AND now() >= expires_at AND (tombstone_until IS NULL OR now() >= tombstone_until)
+        RETURNING expires_at, now()`,
+        claimParameters(request, current, request.retentionSeconds, tombstoneSeconds),
+      ),
+    );
+    if (replaced.rows.length) {
+      return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at, now: replaced.rows[0].now, fingerprint: current };
     }
-
-    if (existing.expired) {
-      // Only once the tombstone is over too: a late retry racing the end of a tombstone never executes early.
-      const replaced = await whileClaiming(() =>
-        queryRows<{ expires_at: Date; now: Date }>(
-          db,
-          /* sql */ `
-          UPDATE idempotency_receipts
-          SET fingerprint = $4, fingerprint_version = $5, region = $6,
-              response_status = NULL, response_headers = NULL, response_body = NULL,
-              effect_type = NULL, effect_id = NULL, completed_at = NULL, compacted_at = NULL,
-              created_at = now(), expires_at = now() + make_interval(secs => $7),
-              tombstone_until = CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END
-          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3
-            AND now() >= expires_at AND (tombstone_until IS NULL OR now() >= tombstone_until)
-          RETURNING expires_at, now()`,
-          [...scope, current.value, current.version, request.region, request.retentionSeconds, tombstoneSeconds],
-        ),
-      );
-      if (replaced.rows.length) {
-        return { kind: 'reclaimed', expiresAt: replaced.rows[0].expires_at, now: replaced.rows[0].now, fingerprint: current };
-      }
-      continue;
-    }
-
-    const stored = { value: existing.fingerprint, version: existing.fingerprint_version };
-    refuseAnotherRequest(request.fields, stored);
-    return {
-      kind: 'replay',
-      expiresAt: existing.expires_at,
-      now: existing.now,
-      fingerprint: stored,
-      response: { status: existing.response_status, headers: existing.response_headers, body: existing.response_body },
-    };
   }
   throw new IdempotencyError('IDEMPOTENCY.IN_PROGRESS', 'The receipt for this key kept changing; retry shortly.');
+}
+
+/**
+ * What a committed receipt means for `request`: refused while it is expired and tombstoned
+ * (IDEMPOTENCY.KEY_EXPIRED), refused when it is another request's (IDEMPOTENCY.KEY_REUSED), replayed
+ * otherwise; undefined once it has expired (it may be replaced).
+ */
+function replayOrRefuse(request: IdempotentRequest, existing: ClaimRow): Claim | undefined {
+  if (existing.expired && existing.tombstoned) {
+    const expiredAt = existing.expires_at.toISOString();
+    const tombstoneUntil = existing.tombstone_until!.toISOString();
+    throw new IdempotencyError(
+      'IDEMPOTENCY.KEY_EXPIRED',
+      `This Idempotency-Key expired at ${expiredAt} and is refused until ${tombstoneUntil}: the action it named ` +
+        'may already have happened. Use a new key for a new action.',
+      { expiredAt, tombstoneUntil },
+    );
+  }
+  if (existing.expired) return undefined;
+  const stored = { value: existing.fingerprint, version: existing.fingerprint_version };
+  refuseAnotherRequest(request.fields, stored);
+  return {
+    kind: 'replay',
+    expiresAt: existing.expires_at,
+    now: existing.now,
+    fingerprint: stored,
+    response: { status: existing.response_status, headers: existing.response_headers, body: existing.response_body },
+  };
+}
+
+/**
+ * Claims `request.scope` with `decided`, the answer of a command that is known before it runs (nothing
+ * the database holds can change it), in one statement that is the transaction's only one: the receipt
+ * is inserted complete, and `decided.withReceipt` is written only if that insert claimed the scope.
+ * Where the transaction is `inTransaction`'s on a pipelined pool, BEGIN, the statement and COMMIT go
+ * in one write: one round trip. Otherwise the statement finds the committed receipt, and nothing is
+ * written: it is replayed or refused as by `claimScope`. `undecided` when the receipt has expired (it
+ * is replaced only by `claimScope`'s conditional UPDATE) or was committed while the statement waited
+ * on it (not in its snapshot): the caller then runs the command the general way, in a new transaction.
+ */
+export async function claimDecided(
+  db: Queryable,
+  request: IdempotentRequest,
+  decided: CommandResult,
+): Promise<Claim | { kind: 'undecided' }> {
+  const current = fingerprint(request.fields);
+  // As completeReceipt does: a shorter retention asked for by the answer, and then no tombstone.
+  const retentionSeconds = Math.min(request.retentionSeconds, decided.retentionSeconds ?? Infinity);
+  const tombstoneSeconds = decided.retentionSeconds === undefined ? (request.tombstoneSeconds ?? 0) : 0;
+  const [sql, parameters] = carrying(
+    decided.withReceipt ?? [],
+    CLAIM_OR_RECEIPT,
+    [
+      ...claimParameters(request, current, retentionSeconds, tombstoneSeconds),
+      decided.status,
+      JSON.stringify(decided.headers),
+      JSON.stringify(decided.body),
+      decided.effect?.type ?? null,
+      decided.effect?.id ?? null,
+    ],
+    { before: CLAIM_WITH_ANSWER, onlyIf: 'EXISTS (SELECT FROM claimed)' },
+  );
+  const { rows } = await whileClaiming(() => queryThenCommit<ClaimRow>(db, sql, parameters));
+  const row = rows[0];
+  if (row?.claimed) return { kind: 'claimed', expiresAt: row.expires_at, now: row.now, fingerprint: current };
+  return (row && replayOrRefuse(request, row)) ?? { kind: 'undecided' };
 }
 
 /** Same key, different meaning: `fields` differ from the request whose receipt has the `stored` fingerprint (under its version). */

@@ -1,6 +1,6 @@
 import { Queryable } from '@app/platform';
 import { Fingerprint } from './fingerprint';
-import { claimScope, CommandResult, completeReceipt, IdempotentRequest, StoredResponse } from './receipt-store';
+import { claimDecided, claimScope, CommandResult, completeReceipt, IdempotentRequest, StoredResponse } from './receipt-store';
 
 /** `created`: first execution; `replayed`: the stored response; `re-executed`: the old receipt had expired. */
 export type IdempotencyOutcome = 'created' | 'replayed' | 're-executed';
@@ -39,4 +39,31 @@ export async function runIdempotent(
   const { effect, withReceipt, messageIds = [], retentionSeconds, ...response } = await execute(db, { now: claim.now });
   const expiresAt = await completeReceipt(db, request.scope, { ...response, effect, withReceipt, retentionSeconds });
   return { outcome: claim.kind === 'claimed' ? 'created' : 're-executed', response, expiresAt, messageIds, receipt };
+}
+
+/**
+ * `runIdempotent` for a command whose answer is decided before it runs (`claimDecided`): the claim,
+ * the answer, the effect and the events in the transaction's one statement. Undefined when that
+ * statement could not decide (an expired receipt, or one committed while it waited): nothing was
+ * written, and the caller runs `runIdempotent` in a new transaction.
+ */
+export async function runDecided(
+  db: Queryable,
+  request: IdempotentRequest,
+  decided: CommandResult,
+): Promise<IdempotentResponse | undefined> {
+  const claim = await claimDecided(db, request, decided);
+  if (claim.kind === 'undecided') return undefined;
+  const receipt = { fingerprint: claim.fingerprint, databaseNow: claim.now };
+  if (claim.kind === 'replay') {
+    return { outcome: 'replayed', response: claim.response, expiresAt: claim.expiresAt, messageIds: [], receipt };
+  }
+  const { status, headers, body } = decided;
+  return {
+    outcome: 'created',
+    response: { status, headers, body },
+    expiresAt: claim.expiresAt,
+    messageIds: decided.messageIds ?? [],
+    receipt,
+  };
 }

@@ -7,6 +7,7 @@ import { IndexOrdersByTime1764720000030 } from './orders/1764720000030-index-ord
 import { NotifyApiClientChanges1764720000040 } from './orders/1764720000040-notify-api-client-changes';
 import { NotifyOutboxInserts1764720000045 } from './orders/1764720000045-notify-outbox-inserts';
 import { ReceiptTombstones1764720000050 } from './orders/1764720000050-receipt-tombstones';
+import { NotifyOnlyWhenOutboxRowsAreInserted1764720000060 } from './orders/1764720000060-notify-only-when-outbox-rows-are-inserted';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
 import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
@@ -24,6 +25,7 @@ export const migrationSets = {
     NotifyApiClientChanges1764720000040,
     NotifyOutboxInserts1764720000045,
     ReceiptTombstones1764720000050,
+    NotifyOnlyWhenOutboxRowsAreInserted1764720000060,
   ],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { CarriedWrite, Queryable, queryRows } from '@app/platform';
+import { CarriedWrite, carriedInsert, carriedParameters, Queryable, queryRows } from '@app/platform';
 import { keyHash } from './key-hash';
 
 /**
@@ -20,16 +20,28 @@ export interface OutboxEvent {
   headers?: Record<string, string>;
 }
 
-const COLUMNS = 9;
+/** outbox_messages' columns an event fills, with their types (created_at and the rest keep their defaults). */
+const COLUMNS = [
+  ['id', 'uuid'],
+  ['topic', 'text'],
+  ['message_key', 'text'],
+  ['key_hash', 'bigint'],
+  ['event_type', 'text'],
+  ['event_version', 'smallint'],
+  ['tenant_id', 'text'],
+  ['payload', 'jsonb'],
+  ['headers', 'jsonb'],
+] as const;
 
 /**
  * The outbox rows of `events` as a write another statement of the same transaction carries (the
- * command path: with the receipt's completion), and their message ids, stable forever. The rows, and
- * so the events, exist only if that transaction commits, in the order given.
+ * command path: with the receipt), and their message ids, stable forever. The rows, and so the
+ * events, exist only if that transaction commits (and the carrying statement's condition holds), in
+ * the order given.
  */
 export function outboxWrite(events: OutboxEvent[]): { write: CarriedWrite; messageIds: string[] } {
   const messageIds = events.map(() => randomUUID());
-  const parameters = events.flatMap((event, i) => [
+  const rows = events.map((event, i) => [
     messageIds[i],
     event.topic,
     event.key,
@@ -40,10 +52,7 @@ export function outboxWrite(events: OutboxEvent[]): { write: CarriedWrite; messa
     JSON.stringify(event.payload),
     JSON.stringify(event.headers ?? {}),
   ]);
-  const sql = (first: number) => /* sql */ `
-    INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
-    VALUES ${events.map((_, row) => `(${Array.from({ length: COLUMNS }, (_, column) => `$${first + row * COLUMNS + column}`).join(', ')})`).join(', ')}`;
-  return { write: { name: 'enqueued', sql, parameters }, messageIds };
+  return { write: { name: 'enqueued', table: 'outbox_messages', columns: COLUMNS, rows }, messageIds };
 }
 
 /**
@@ -51,6 +60,6 @@ export function outboxWrite(events: OutboxEvent[]): { write: CarriedWrite; messa
  */
 export async function addToOutbox(db: Queryable, event: OutboxEvent): Promise<string> {
   const { write, messageIds } = outboxWrite([event]);
-  await queryRows(db, write.sql(1), write.parameters);
+  await queryRows(db, carriedInsert(write, 1), carriedParameters(write));
   return messageIds[0];
 }

@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { idempotentOperations } from '@app/contracts';
-import { CommandResult, IdempotentRequest, IdempotentResponse, ReplayCache, runIdempotent } from '@app/idempotency';
+import { CommandResult, IdempotentRequest, IdempotentResponse, ReplayCache, runDecided, runIdempotent } from '@app/idempotency';
 import { inTransaction, Queryable, retryOnLostSession } from '@app/platform';
 import { CommandApiConfig } from '../config';
 import { InjectedFault } from '../http/problem-catalog';
@@ -17,12 +17,24 @@ const cachedReplays = new Counter({
 });
 for (const operation of idempotentOperations) cachedReplays.inc({ operation }, 0);
 
+/** A command's work after its claim, in its transaction, told the transaction's now(). */
+export type Execute = (db: Queryable, claim: { now: Date }) => Promise<CommandResult>;
+
 /**
- * Runs each idempotent command in one transaction: claim the scope, `execute`, store the response with
- * the command's events (runIdempotent), COMMIT. READ COMMITTED, PostgreSQL's default: the receipt's
- * unique key, not the isolation level, serialises duplicates. A lost session reruns the whole
- * transaction: the rerun decides again from what is committed (docs/idempotency.md). A retry whose
- * committed receipt this process holds (ReplayCache) is answered without the database.
+ * An idempotent command: `decided`, its answer and writes, when nothing the database holds can change
+ * them (then one statement claims the scope with them, one round trip); otherwise `execute`.
+ */
+export type Command = { decided: CommandResult } | { execute: Execute };
+
+/**
+ * Runs each idempotent command in one transaction: claim the scope, execute, store the response with
+ * the command's events (runIdempotent), COMMIT; a decided command's claim, answer, effect and events
+ * are one statement (runDecided), and where that statement cannot decide (the receipt expired, or was
+ * committed while it waited) nothing was written and the command runs the general way in a new
+ * transaction. READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation
+ * level, serialises duplicates. A lost session reruns the whole transaction: the rerun decides again
+ * from what is committed (docs/idempotency.md). A retry whose committed receipt this process holds
+ * (ReplayCache) is answered without the database.
  *
  * With fault injection on (tests and the demo only) and `X-Fault-Injection: before-commit`, the
  * command fails after its effect, its events and its receipt are written, before COMMIT (which then
@@ -42,23 +54,24 @@ export class CommandRunner {
     });
   }
 
-  async run(
-    request: IdempotentRequest,
-    context: CommandContext,
-    execute: (db: Queryable, claim: { now: Date }) => Promise<CommandResult>,
-  ): Promise<IdempotentResponse> {
+  async run(request: IdempotentRequest, context: CommandContext, command: Command): Promise<IdempotentResponse> {
     const replayed = this.replayFromMemory(request);
     if (replayed) return replayed;
     const began = this.replays.now();
-    const result = await retryOnLostSession(() =>
-      inTransaction(
-        this.dataSource,
-        (db) => runIdempotent(db, request, execute),
-        context.failBeforeCommit ? { beforeCommit: failUnlessReplayed } : {},
-      ),
-    );
+    const decided = 'decided' in command ? await this.transaction(context, (db) => runDecided(db, request, command.decided)) : undefined;
+    // Not decided by its one statement (nothing was written): the general way, in a new transaction.
+    const result =
+      decided ??
+      (await this.transaction(context, (db) =>
+        runIdempotent(db, request, 'decided' in command ? () => Promise.resolve(command.decided) : command.execute),
+      ));
     this.replays.remember(request, result, began);
     return result;
+  }
+
+  private transaction<T extends IdempotentResponse | undefined>(context: CommandContext, work: (db: Queryable) => Promise<T>): Promise<T> {
+    const hooks = context.failBeforeCommit ? { beforeCommit: failUnlessReplayed } : {};
+    return retryOnLostSession(() => inTransaction(this.dataSource, work, hooks));
   }
 
   private replayFromMemory(request: IdempotentRequest): IdempotentResponse | undefined {
@@ -73,8 +86,8 @@ export class CommandRunner {
   }
 }
 
-function failUnlessReplayed(result: IdempotentResponse): void {
-  if (result.outcome !== 'replayed') {
+function failUnlessReplayed(result: IdempotentResponse | undefined): void {
+  if (result && result.outcome !== 'replayed') {
     throw new InjectedFault('failed after the effect, its events and the receipt were written, before COMMIT');
   }
 }

@@ -1,9 +1,13 @@
-import { CarriedWrite, carrying } from './carried-write';
+import { CarriedWrite, carriedInsert, carrying } from './carried-write';
 
-const write = (name: string, values: unknown[]): CarriedWrite => ({
+const write = (name: string, rows: unknown[][]): CarriedWrite => ({
   name,
-  sql: (n) => `INSERT INTO ${name} VALUES (${values.map((_, i) => `$${n + i}`).join(', ')})`,
-  parameters: values,
+  table: name,
+  columns: [
+    ['a', 'uuid'],
+    ['b', 'int'],
+  ],
+  rows,
 });
 
 describe('carrying', () => {
@@ -11,14 +15,39 @@ describe('carrying', () => {
     expect(carrying([], 'UPDATE t SET a = $1', [1])).toEqual(['UPDATE t SET a = $1', [1]]);
   });
 
-  it("numbers each write's parameters on from those before it, in the order given", () => {
-    const [sql, parameters] = carrying([write('first', ['a', 'b']), write('second', ['c'])], 'UPDATE t SET x = $1 WHERE y = $2', [
-      'x',
-      'y',
-    ]);
-    expect(sql).toBe(
-      'WITH first AS (INSERT INTO first VALUES ($3, $4)),\nsecond AS (INSERT INTO second VALUES ($5))\nUPDATE t SET x = $1 WHERE y = $2',
+  it("numbers each write's parameters on from those before it, row by row, in the order given, each cast to its column's type", () => {
+    const [sql, parameters] = carrying(
+      [
+        write('first', [
+          ['a1', 1],
+          ['a2', 2],
+        ]),
+        write('second', [['a3', 3]]),
+      ],
+      'UPDATE t SET x = $1 WHERE y = $2',
+      ['x', 'y'],
     );
-    expect(parameters).toEqual(['x', 'y', 'a', 'b', 'c']);
+    expect(sql).toBe(
+      'WITH first AS (INSERT INTO first (a, b) VALUES ($3::uuid, $4::int), ($5::uuid, $6::int)),\n' +
+        'second AS (INSERT INTO second (a, b) VALUES ($7::uuid, $8::int))\n' +
+        'UPDATE t SET x = $1 WHERE y = $2',
+    );
+    expect(parameters).toEqual(['x', 'y', 'a1', 1, 'a2', 2, 'a3', 3]);
+  });
+
+  it('puts `before` first and makes every write wait for `onlyIf`', () => {
+    const [sql] = carrying([write('w', [['a1', 1]])], 'SELECT * FROM c', [7], {
+      before: 'c AS (SELECT $1::int AS n)',
+      onlyIf: 'EXISTS (SELECT FROM c)',
+    });
+    expect(sql).toBe(
+      'WITH c AS (SELECT $1::int AS n),\n' +
+        'w AS (INSERT INTO w (a, b) SELECT * FROM (VALUES ($2::uuid, $3::int)) AS carried WHERE EXISTS (SELECT FROM c))\n' +
+        'SELECT * FROM c',
+    );
+  });
+
+  it('writes a lone insert from parameter 1', () => {
+    expect(carriedInsert(write('t', [['a1', 1]]), 1)).toBe('INSERT INTO t (a, b) VALUES ($1::uuid, $2::int)');
   });
 });

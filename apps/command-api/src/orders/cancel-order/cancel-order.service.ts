@@ -22,7 +22,7 @@ export class CancelOrderService {
    */
   execute(tenantId: string, key: string, orderId: string, reason: string, context: CommandContext): Promise<IdempotentResponse> {
     const idempotent = this.policy.request(tenantId, Operations.cancelOrder, key, { orderId, reason });
-    return this.commands.run(idempotent, context, (db) => this.cancel(db, tenantId, orderId, reason, context));
+    return this.commands.run(idempotent, context, { execute: (db) => this.cancel(db, tenantId, orderId, reason, context) });
   }
 
   private async cancel(db: Queryable, tenantId: string, orderId: string, reason: string, context: CommandContext): Promise<CommandResult> {

@@ -18,50 +18,45 @@ export class CreateOrderService {
     private readonly policy: IdempotencyPolicy,
   ) {}
 
-  /** Places an order once per (tenant, orders.create, key): the order, its OrderPlaced event and the receipt commit together. */
+  /**
+   * Places an order once per (tenant, orders.create, key): the order, its OrderPlaced event and the
+   * receipt commit together. The order's id and created_at are decided here (created_at: this
+   * process's clock as it places the order, to the millisecond, as the reply and the event show it).
+   * Without a customerRef nothing can refuse the order, so its answer is known before it runs: it is
+   * a decided command, whose claim, receipt, order and event are one statement (CommandRunner). An
+   * order with a customerRef is inserted after the claim: ON CONFLICT DO NOTHING keeps the transaction
+   * usable when the customerRef is taken, and that outcome is the answer (stored too).
+   */
   execute(tenantId: string, key: string, request: CreateOrderRequest, context: CommandContext): Promise<IdempotentResponse> {
     const fields = { sku: request.sku, quantity: request.quantity, customerRef: request.customerRef ?? null };
     const idempotent = this.policy.request(tenantId, Operations.createOrder, key, fields);
-    return this.commands.run(idempotent, context, (db, { now }) => this.placeOrder(db, tenantId, fields, context, now));
+    const order: OrderRow = {
+      id: randomUUID(),
+      sku: fields.sku,
+      quantity: fields.quantity,
+      customer_ref: fields.customerRef,
+      status: 'placed',
+      created_at: new Date(),
+      cancelled_at: null,
+      cancel_reason: null,
+    };
+    if (order.customer_ref === null) {
+      return this.commands.run(idempotent, context, { decided: this.placed(order, tenantId, context, insertPlaced(order, tenantId)) });
+    }
+    return this.commands.run(idempotent, context, { execute: (db) => this.placeWithCustomerRef(db, order, tenantId, context) });
   }
 
-  /**
-   * An order with a customerRef is inserted first: ON CONFLICT DO NOTHING keeps the transaction usable
-   * when the customerRef is taken, and that outcome is the answer (stored too). Nothing can refuse an
-   * order without one, so it rides with the receipt and its event in the transaction's last statement,
-   * one round trip fewer: its row is known before it is written, created_at being the transaction's now().
-   */
-  private async placeOrder(
-    db: Queryable,
-    tenantId: string,
-    fields: OrderFields,
-    context: CommandContext,
-    now: Date,
-  ): Promise<CommandResult> {
-    const id = randomUUID();
-    if (fields.customerRef === null) {
-      const order: OrderRow = {
-        id,
-        sku: fields.sku,
-        quantity: fields.quantity,
-        customer_ref: null,
-        status: 'placed',
-        created_at: now,
-        cancelled_at: null,
-        cancel_reason: null,
-      };
-      return this.placed(order, tenantId, context, insertPlaced(order, tenantId));
-    }
+  private async placeWithCustomerRef(db: Queryable, order: OrderRow, tenantId: string, context: CommandContext): Promise<CommandResult> {
     const { rows } = await queryRows<OrderRow>(
       db,
       /* sql */ `
-      INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status)
-      VALUES ($1, $2, $3, $4, $5, 'placed')
+      INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status, created_at)
+      VALUES ($1, $2, $3, $4, $5, 'placed', $6)
       ON CONFLICT (tenant_id, customer_ref) WHERE customer_ref IS NOT NULL DO NOTHING
       RETURNING ${ORDER_COLUMNS}`,
-      [id, tenantId, fields.sku, fields.quantity, fields.customerRef],
+      [order.id, tenantId, order.sku, order.quantity, order.customer_ref, order.created_at],
     );
-    return rows[0] ? this.placed(rows[0], tenantId, context) : this.customerRefTaken(db, tenantId, fields.customerRef);
+    return rows[0] ? this.placed(rows[0], tenantId, context) : this.customerRefTaken(db, tenantId, order.customer_ref!);
   }
 
   /** The answer for a placed order, with its OrderPlaced event and, when given, the order's own row for the receipt's statement to carry. */
@@ -106,15 +101,21 @@ export class CreateOrderService {
   }
 }
 
-type OrderFields = { sku: string; quantity: number; customerRef: string | null };
+const ORDER_INSERT_COLUMNS = [
+  ['id', 'uuid'],
+  ['tenant_id', 'text'],
+  ['sku', 'text'],
+  ['quantity', 'integer'],
+  ['status', 'text'],
+  ['created_at', 'timestamptz'],
+] as const;
 
-/** `order` (placed, no customerRef) as a write the receipt's statement carries; created_at is the transaction's now(). */
+/** `order` (placed, no customerRef) as a write the receipt's statement carries. */
 function insertPlaced(order: OrderRow, tenantId: string): CarriedWrite {
   return {
     name: 'placed',
-    sql: (n) => /* sql */ `
-      INSERT INTO orders (id, tenant_id, sku, quantity, customer_ref, status, created_at)
-      VALUES ($${n}, $${n + 1}, $${n + 2}, $${n + 3}, NULL, 'placed', now())`,
-    parameters: [order.id, tenantId, order.sku, order.quantity],
+    table: 'orders',
+    columns: ORDER_INSERT_COLUMNS,
+    rows: [[order.id, tenantId, order.sku, order.quantity, order.status, order.created_at]],
   };
 }

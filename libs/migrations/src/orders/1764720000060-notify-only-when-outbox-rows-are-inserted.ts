@@ -1,0 +1,40 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The outbox trigger NOTIFYs only for a statement that inserted rows. A decided command carries its
+ * outbox rows on a condition (they are written only if its claim succeeded): a replay answered by
+ * that statement inserts none, and must wake no relay. The statement's new rows are its transition
+ * table, so a bulk insert still costs one notification.
+ */
+export class NotifyOnlyWhenOutboxRowsAreInserted1764720000060 implements MigrationInterface {
+  name = 'NotifyOnlyWhenOutboxRowsAreInserted1764720000060';
+
+  async up(db: QueryRunner): Promise<void> {
+    await db.query(/* sql */ `
+      CREATE OR REPLACE FUNCTION notify_outbox_messages() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT FROM inserted) THEN
+          PERFORM pg_notify('outbox_messages', '');
+        END IF;
+        RETURN NULL;
+      END $$`);
+    await db.query(/* sql */ `DROP TRIGGER outbox_messages_inserted ON outbox_messages`);
+    await db.query(/* sql */ `
+      CREATE TRIGGER outbox_messages_inserted AFTER INSERT ON outbox_messages
+      REFERENCING NEW TABLE AS inserted
+      FOR EACH STATEMENT EXECUTE FUNCTION notify_outbox_messages()`);
+  }
+
+  async down(db: QueryRunner): Promise<void> {
+    await db.query(/* sql */ `DROP TRIGGER outbox_messages_inserted ON outbox_messages`);
+    await db.query(/* sql */ `
+      CREATE OR REPLACE FUNCTION notify_outbox_messages() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_notify('outbox_messages', '');
+        RETURN NULL;
+      END $$`);
+    await db.query(/* sql */ `
+      CREATE TRIGGER outbox_messages_inserted AFTER INSERT ON outbox_messages
+      FOR EACH STATEMENT EXECUTE FUNCTION notify_outbox_messages()`);
+  }
+}
