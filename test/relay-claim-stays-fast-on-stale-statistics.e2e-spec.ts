@@ -2,6 +2,7 @@ import { DataSource } from 'typeorm';
 import { migrate } from '@app/migrations';
 import { CLAIM, claimBatch, prepareRelaySession } from '@app/outbox';
 import { postgresOptions } from '@app/platform';
+import { eventually } from './support/eventually';
 import { recreate } from './support/global-setup';
 import { testEnv } from './support/test-env';
 
@@ -91,8 +92,20 @@ describe('the relay claim after many rows were published since the last vacuum',
       SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}'
       FROM generate_series(1, 5000) AS i`);
     // Never analyzed, as in a new deployment's first minutes (the benchmark's plan): a bitmap scan then.
-    await dataSource.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
-  });
+    const published = await dataSource.transaction(async (manager) => {
+      await manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
+      const [{ xid }] = await manager.query(/* sql */ `SELECT pg_current_xact_id()::text AS xid`);
+      return BigInt(xid);
+    });
+    // A scan marks an entry dead only once its row is dead to every snapshot, and PostgreSQL judges that
+    // by the oldest transaction running in any database: one that began before the UPDATE (another
+    // test's, on a busy machine) keeps the entries alive. Wait for those to end, as the relay would.
+    await eventually(
+      async () => BigInt((await dataSource.query(/* sql */ `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`))[0].xmin),
+      (xmin) => xmin > published,
+      { timeoutMs: 40_000, what: 'every transaction older than the UPDATE to end' },
+    );
+  }, 60_000);
 
   /** The buffers one claim on the relay's session touched (EXPLAIN ANALYZE runs it; rolled back). */
   async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>): Promise<number> {
