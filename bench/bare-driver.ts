@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Pool } from 'pg';
+import { Pool, PoolConfig } from 'pg';
 import { hashApiKey } from '@app/api-clients';
 import { Operations, Topics } from '@app/contracts';
 import { fingerprint } from '@app/idempotency';
@@ -28,7 +28,7 @@ export class BareDriverCreate {
   private tenantId?: string;
 
   /** The API key's tenant, looked up once: the API caches its key lookups too (API_KEY_CACHE_SECONDS). */
-  private async tenant(): Promise<string> {
+  async tenantOfKey(): Promise<string> {
     if (!this.tenantId) {
       const { rows } = await this.pool.query<{ tenant_id: string }>(
         'SELECT tenant_id FROM api_clients WHERE key_sha256 = $1 AND revoked_at IS NULL',
@@ -41,7 +41,7 @@ export class BareDriverCreate {
 
   async create(key: string): Promise<Reply> {
     const started = process.hrtime.bigint();
-    const tenantId = await this.tenant();
+    const tenantId = await this.tenantOfKey();
     const fields = { sku: 'BENCH-1', quantity: 1, customerRef: null };
     const print = fingerprint(fields);
     await bareTransaction(this.pool, async (client) => {
@@ -96,5 +96,105 @@ export class BareDriverCreate {
 
   close(): Promise<void> {
     return this.pool.end();
+  }
+}
+
+/**
+ * The ceiling for `POST /v1/orders` as the command path now sends it (a decided command): the same
+ * statement — the claim inserting the receipt with its answer, the order and its outbox row inserted
+ * only if the claim succeeded, the claim or the receipt found returned — with BEGIN and COMMIT
+ * pipelined around it (pg's pipeline mode): one round trip, through the bare `pg` driver, no HTTP.
+ */
+export class BareDriverOneStatement {
+  private readonly pool: Pool;
+  private readonly tenant: BareDriverCreate;
+
+  constructor(url: string, poolSize: number, apiKey: string) {
+    this.pool = new Pool({
+      connectionString: url,
+      max: poolSize,
+      application_name: 'bench-bare-one-statement',
+      pipeline: true,
+    } as PoolConfig);
+    this.tenant = new BareDriverCreate(url, 1, apiKey);
+  }
+
+  async create(key: string): Promise<Reply> {
+    const started = process.hrtime.bigint();
+    const tenantId = await this.tenant.tenantOfKey();
+    const fields = { sku: 'BENCH-1', quantity: 1, customerRef: null };
+    const print = fingerprint(fields);
+    const orderId = randomUUID();
+    const createdAt = new Date();
+    const order = {
+      id: orderId,
+      sku: fields.sku,
+      quantity: fields.quantity,
+      customerRef: null,
+      status: 'placed',
+      createdAt: createdAt.toISOString(),
+    };
+    const payload = { orderId, tenantId, sku: fields.sku, quantity: fields.quantity, customerRef: null, placedAt: order.createdAt };
+    const client = await this.pool.connect();
+    try {
+      const sent = await Promise.allSettled([
+        client.query('BEGIN'),
+        client.query({
+          name: 'bench-one-statement',
+          text: `
+          WITH claimed AS (
+            INSERT INTO idempotency_receipts
+              (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at,
+               response_status, response_headers, response_body, effect_type, effect_id, completed_at)
+            VALUES ($1, $2, $3, $4, $5, 'local', now() + make_interval(secs => 86400), 201, $6, $7, 'order', $8, now())
+            ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+            RETURNING expires_at
+          ),
+          enqueued AS (
+            INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
+            SELECT $9::uuid, $10::text, $8::text, $11::bigint, 'OrderPlaced', 1, $1::text, $12::jsonb, '{}'::jsonb
+            WHERE EXISTS (SELECT FROM claimed)
+          ),
+          placed AS (
+            INSERT INTO orders (id, tenant_id, sku, quantity, status, created_at)
+            SELECT $8::uuid, $1::text, $13::text, $14::integer, 'placed', $15::timestamptz
+            WHERE EXISTS (SELECT FROM claimed)
+          )
+          SELECT true AS claimed, now(), expires_at FROM claimed
+          UNION ALL
+          SELECT false, now(), expires_at FROM idempotency_receipts
+          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`,
+          values: [
+            tenantId,
+            Operations.createOrder,
+            key,
+            print.value,
+            print.version,
+            JSON.stringify({ Location: `/v1/orders/${orderId}` }),
+            JSON.stringify(order),
+            orderId,
+            randomUUID(),
+            Topics.orderEvents,
+            keyHash(orderId),
+            JSON.stringify(payload),
+            fields.sku,
+            fields.quantity,
+            createdAt,
+          ],
+        }),
+        client.query('COMMIT'),
+      ]);
+      const failed = sent.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
+      const claimed = (sent[1] as PromiseFulfilledResult<{ rows: { claimed: boolean }[] }>).value;
+      if (!claimed.rows[0]?.claimed) throw new Error(`bare driver: key ${key} was already claimed`);
+    } finally {
+      client.release();
+    }
+    return { status: 201, headers: {}, body: '', ms: Number(process.hrtime.bigint() - started) / 1e6 };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.pool.end(), this.tenant.close()]);
   }
 }
