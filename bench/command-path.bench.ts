@@ -56,7 +56,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       units: (requests) => requests,
       unit: async (_client, phase, index) => [await bare!.create(`${phase}-bare-${index}`)],
     };
-    bareOne = new BareDriverOneStatement(benchOrdersUrl, Number(apiEnv.DATABASE_POOL_SIZE), apiKey);
+    bareOne = new BareDriverOneStatement(benchOrdersUrl, Number(apiEnv.DATABASE_POOL_SIZE), tenantId);
     const oneStatement: Scenario = {
       name: 'bare pg driver, one statement',
       measures:

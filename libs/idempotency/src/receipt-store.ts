@@ -60,29 +60,32 @@ const LOCK_NOT_AVAILABLE = '55P03';
 const EXPIRED = /* sql */ `(now() >= expires_at OR compacted_at IS NOT NULL)`;
 const TOMBSTONED = /* sql */ `coalesce(now() < tombstone_until, false)`;
 
-/** The claim: a receipt for the scope, unless one exists (then nothing). Parameters $1-$8 (`claimParameters`). */
-const CLAIM = /* sql */ `
+/**
+ * The claim, as the CTE `claimed`: a receipt for the scope, unless one exists (then nothing).
+ * Parameters $1-$8 (`claimParameters`); `withAnswer`, also $9-$13: the receipt is completed at once
+ * with the response and effect of a decided command.
+ */
+function claimCte(withAnswer: boolean): string {
+  const [columns, values] = withAnswer
+    ? [', response_status, response_headers, response_body, effect_type, effect_id, completed_at', ', $9, $10, $11, $12, $13, now()']
+    : ['', ''];
+  return /* sql */ `
   claimed AS (
     INSERT INTO idempotency_receipts
-      (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until)
+      (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until${columns})
     VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
-            CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END)
+            CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END${values})
     ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
     RETURNING expires_at
   )`;
+}
+const CLAIM = claimCte(false);
+const CLAIM_WITH_ANSWER = claimCte(true);
 
-/** The claim of a decided command: the receipt with its answer, completed at once. Parameters $1-$13. */
-const CLAIM_WITH_ANSWER = /* sql */ `
-  claimed AS (
-    INSERT INTO idempotency_receipts
-      (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at, tombstone_until,
-       response_status, response_headers, response_body, effect_type, effect_id, completed_at)
-    VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
-            CASE WHEN $8::int > 0 THEN now() + make_interval(secs => $7 + $8::int) END,
-            $9, $10, $11, $12, $13, now())
-    ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
-    RETURNING expires_at
-  )`;
+/** A committed receipt as a claim finds it (ClaimRow). */
+const RECEIPT_FOUND = /* sql */ `
+  false AS claimed, now(), expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
+  response_body, ${EXPIRED} AS expired, ${TOMBSTONED} AS tombstoned`;
 
 /**
  * After the claim (CTE `claimed`): the claim it made, or else the receipt committed before the
@@ -95,8 +98,7 @@ const CLAIM_OR_RECEIPT = /* sql */ `
          NULL::json AS response_body, false AS expired, false AS tombstoned
   FROM claimed
   UNION ALL
-  SELECT false, now(), expires_at, tombstone_until, fingerprint, fingerprint_version, response_status, response_headers,
-         response_body, ${EXPIRED}, ${TOMBSTONED}
+  SELECT ${RECEIPT_FOUND}
   FROM idempotency_receipts
   WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`;
 
@@ -139,11 +141,7 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
       (
         await queryRows<ClaimRow>(
           db,
-          /* sql */ `
-          SELECT false AS claimed, now(), fingerprint, fingerprint_version, response_status, response_headers, response_body,
-                 expires_at, tombstone_until, ${EXPIRED} AS expired, ${TOMBSTONED} AS tombstoned
-          FROM idempotency_receipts
-          WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+          /* sql */ `SELECT ${RECEIPT_FOUND} FROM idempotency_receipts WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
           scope,
         )
       ).rows[0];

@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { NotifyOutboxInserts1764720000045 } from './1764720000045-notify-outbox-inserts';
 
 /**
  * The outbox trigger NOTIFYs only for a statement that inserted rows. A decided command carries its
@@ -25,16 +26,9 @@ export class NotifyOnlyWhenOutboxRowsAreInserted1764720000060 implements Migrati
       FOR EACH STATEMENT EXECUTE FUNCTION notify_outbox_messages()`);
   }
 
+  /** Back to migration 045's trigger, which NOTIFYs for every inserting statement. */
   async down(db: QueryRunner): Promise<void> {
-    await db.query(/* sql */ `DROP TRIGGER outbox_messages_inserted ON outbox_messages`);
-    await db.query(/* sql */ `
-      CREATE OR REPLACE FUNCTION notify_outbox_messages() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        PERFORM pg_notify('outbox_messages', '');
-        RETURN NULL;
-      END $$`);
-    await db.query(/* sql */ `
-      CREATE TRIGGER outbox_messages_inserted AFTER INSERT ON outbox_messages
-      FOR EACH STATEMENT EXECUTE FUNCTION notify_outbox_messages()`);
+    await new NotifyOutboxInserts1764720000045().down(db);
+    await new NotifyOutboxInserts1764720000045().up(db);
   }
 }
