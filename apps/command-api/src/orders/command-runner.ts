@@ -21,10 +21,11 @@ for (const operation of idempotentOperations) cachedReplays.inc({ operation }, 0
 export type Execute = (db: Queryable, claim: { now: Date }) => Promise<CommandResult>;
 
 /**
- * An idempotent command: `decided`, its answer and writes, when nothing the database holds can change
- * them (then one statement claims the scope with them, one round trip); otherwise `execute`.
+ * An idempotent command: `decide`, which gives its answer and writes, when nothing the database holds
+ * can change them (then one statement claims the scope with them, one round trip); otherwise `execute`.
+ * Neither is called for a retry answered from memory.
  */
-export type Command = { decided: CommandResult } | { execute: Execute };
+export type Command = { decide: () => CommandResult } | { execute: Execute };
 
 /**
  * Runs each idempotent command in one transaction: claim the scope, execute, store the response with
@@ -58,13 +59,17 @@ export class CommandRunner {
     const replayed = this.replayFromMemory(request);
     if (replayed) return replayed;
     const began = this.replays.now();
-    const decided = 'decided' in command ? await this.transaction(context, (db) => runDecided(db, request, command.decided)) : undefined;
+    let decided: IdempotentResponse | undefined;
+    let execute: Execute;
+    if ('decide' in command) {
+      const answer = command.decide();
+      decided = await this.transaction(context, (db) => runDecided(db, request, answer));
+      execute = () => Promise.resolve(answer);
+    } else {
+      execute = command.execute;
+    }
     // Not decided by its one statement (nothing was written): the general way, in a new transaction.
-    const result =
-      decided ??
-      (await this.transaction(context, (db) =>
-        runIdempotent(db, request, 'decided' in command ? () => Promise.resolve(command.decided) : command.execute),
-      ));
+    const result = decided ?? (await this.transaction(context, (db) => runIdempotent(db, request, execute)));
     this.replays.remember(request, result, began);
     return result;
   }

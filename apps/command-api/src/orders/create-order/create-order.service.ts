@@ -41,7 +41,7 @@ export class CreateOrderService {
       cancel_reason: null,
     };
     if (order.customer_ref === null) {
-      return this.commands.run(idempotent, context, { decided: this.placed(order, tenantId, context, insertPlaced(order, tenantId)) });
+      return this.commands.run(idempotent, context, { decide: () => this.placed(order, tenantId, context, insertPlaced(order, tenantId)) });
     }
     return this.commands.run(idempotent, context, { execute: (db) => this.placeWithCustomerRef(db, order, tenantId, context) });
   }
