@@ -178,8 +178,12 @@ async function bareProducer(kafka: Kafka, work: Workload): Promise<{ seconds: nu
   }
 }
 
-/** Inserts the rows in one statement (one commit, one NOTIFY), in sequence order. */
-async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<void> {
+/**
+ * Inserts the rows in sequence order, 50,000 per statement (one commit and one NOTIFY each). Returns
+ * when the first statement committed (performance.now()): the relays start on those rows at once.
+ */
+async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<number> {
+  let firstCommit = NaN;
   for (let i = 0; i < rows.length; i += 50_000) {
     const part = rows.slice(i, i + 50_000);
     await db.query(
@@ -202,17 +206,19 @@ async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<voi
         published,
       ],
     );
+    if (i === 0) firstCommit = performance.now();
   }
+  return firstCommit;
 }
 
 /**
- * Seeds the workload and waits until no row is left unpublished: seconds from the seed's commit. Polls
+ * Seeds the workload and waits until no row is left unpublished: seconds from the seed's first commit
+ * (with more than 50,000 rows the relays publish the first statement's while the next is inserted). Polls
  * the last seeded row by its key first (a count of the unpublished rows every 10 ms would itself scan
  * the whole backlog, competing with the relay for the CPU), then counts the few left.
  */
 async function drain(db: Pool, work: Workload): Promise<number> {
-  await seed(db, work.rows);
-  const committed = performance.now();
+  const committed = await seed(db, work.rows);
   const deadline = Date.now() + 600_000;
   const lastId = work.rows[work.rows.length - 1].id;
   let lastPublished = false;
@@ -294,6 +300,27 @@ function relaysCpuMs(relays: RunningApp[]): number {
       return NaN;
     }
   }, 0);
+}
+
+/** Rows each relay process drains before it is measured, and the bare producer's process sends before its rounds. */
+const WARMUP_ROWS = 2_000;
+
+/**
+ * `count` relays that own every shard between them and have already drained a backlog of WARMUP_ROWS
+ * each (to a topic of their own, not measured): a relay in service has been running for a while, and
+ * a process just started would run its first batches in V8's interpreter, while the bare producer runs
+ * in this process, warmed before its first round. `rows` caps the warm-up at the measured size.
+ */
+async function startWarmRelays(
+  db: Pool,
+  kafka: Kafka,
+  { count, rows, topic, nodeArgs }: { count: number; rows: number; topic: string; nodeArgs?: string[] },
+): Promise<RunningApp[]> {
+  const relays = await startRelays(db, count, nodeArgs);
+  const work = workload(Math.min(WARMUP_ROWS, rows) * count, topic);
+  await createTopic(kafka, work.topic);
+  await drain(db, work);
+  return relays;
 }
 
 /** Starts `count` relays and waits until they own every shard between them, each its fair share. */
@@ -471,12 +498,12 @@ export async function run(argv: string[]): Promise<BenchResult> {
   let profileNote: string | undefined;
   try {
     progress('warming up: broker, relay build, producer');
-    const warm = await asPrinted(db, workload(Math.min(2_000, options.rows), topic('warmup')));
+    const warm = await asPrinted(db, workload(Math.min(WARMUP_ROWS, options.rows), topic('warmup')));
     await createTopic(kafka, warm.topic);
     await bareProducer(kafka, warm);
     {
       const relays = await startRelays(db, 1);
-      const warmRelay = workload(Math.min(2_000, options.rows), topic('warmup'));
+      const warmRelay = workload(Math.min(WARMUP_ROWS, options.rows), topic('warmup'));
       await createTopic(kafka, warmRelay.topic);
       await drain(db, warmRelay);
       await stopRelays(relays, problems);
@@ -504,7 +531,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
         const relayWork = { ...workload(options.rows, ''), topic: topic(`relay${count}-r${round}`) };
         for (const r of relayWork.rows) r.topic = relayWork.topic;
         await createTopic(kafka, relayWork.topic);
-        const relays = await startRelays(db, count);
+        const relays = await startWarmRelays(db, kafka, { count, rows: options.rows, topic: topic(`warmup-x${count}-r${round}`) });
         progress(`round ${round}: ${count} relay${count > 1 ? 's' : ''} draining ${options.rows} rows`);
         const cpu = relaysCpuMs(relays);
         const seconds = await drain(db, relayWork);
@@ -530,7 +557,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
       // The claim's first look at the dead entries, before any relay has scanned (and hinted) them.
       const explained = await explainClaim(db);
       pile = { rows: options.pile, claimPlan: explained.plan, claimMs: explained.ms };
-      const relays = await startRelays(db, 1);
+      const relays = await startWarmRelays(db, kafka, { count: 1, rows: options.rows, topic: topic('warmup-pile') });
       const cpu = relaysCpuMs(relays);
       const seconds = await drain(db, work);
       const cpuMsPer1000 = ((relaysCpuMs(relays) - cpu) * 1000) / options.rows;
@@ -581,7 +608,12 @@ export async function run(argv: string[]): Promise<BenchResult> {
       const dir = mkdtempSync(join(tmpdir(), 'relay-profile-'));
       const work = workload(options.rows, topic('profile'));
       await createTopic(kafka, work.topic);
-      const relays = await startRelays(db, 1, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+      const relays = await startWarmRelays(db, kafka, {
+        count: 1,
+        rows: options.rows,
+        topic: topic('profile-warmup'),
+        nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`],
+      });
       await drain(db, work);
       await stopRelays(relays, problems);
       const [file] = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'));
