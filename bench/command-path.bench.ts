@@ -19,7 +19,7 @@ import { closedLoop, KeepAliveClient } from './load';
 import { runAsMain } from './cli';
 import { BenchOptions, parseOptions, usage } from './options';
 import { BenchResult, BenchSection, UsageError } from './section';
-import { BenchReport, printTable, ScenarioResult, withRatios } from './report';
+import { BenchReport, combineRounds, printTable, ScenarioRun } from './report';
 import { countPeerOrders, RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
 import { commandPathScenarios, Expectations, peerScenarios, RACE_BURST, Scenario, seedOrder } from './scenarios';
 
@@ -81,29 +81,38 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
     ];
     const scenarios = profileDir ? all.filter((s) => s === ceiling || s.name === 'first execution') : all;
 
-    const results: Omit<ScenarioResult, 'perSecondVsBaseline' | 'p99VsBaseline'>[] = [];
+    const rounds: ScenarioRun[][] = [];
     let orders = 1;
     // Every path is warmed up before any is measured: the first scenario must not pay for the JIT of all.
-    for (const phase of ['warmup', 'measured'] as const) {
-      const requests = phase === 'warmup' ? options.warmup : options.requests;
-      progress(`${phase === 'warmup' ? 'warming up' : 'measuring'}: ${requests} requests per scenario`);
-      for (const scenario of scenarios) {
+    // Then the rounds, every other one in the opposite order, so that no scenario always runs in the
+    // same moment of the machine's drift (the replays' keys exist from the warm-up on).
+    for (let round = 0; round <= options.rounds; round++) {
+      const warmup = round === 0;
+      const requests = warmup ? options.warmup : options.requests;
+      const pass = warmup ? 'warmup' : `round${round}`;
+      progress(
+        warmup ? `warming up: ${requests} requests per scenario` : `round ${round} of ${options.rounds}: ${requests} requests per scenario`,
+      );
+      const runs: ScenarioRun[] = [];
+      for (const scenario of round % 2 === 0 && !warmup ? [...scenarios].reverse() : scenarios) {
         const { url, pid } = scenario.target ?? { url: api.url, pid: api.process.pid! };
         const client = new KeepAliveClient(url, scenario.connections);
         try {
           const cpuBefore = processCpuMs(pid);
-          const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) => scenario.unit(client, phase, i));
+          const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) => scenario.unit(client, pass, i));
           // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process).
           const apiCpuMsPerRequest = (processCpuMs(pid) - cpuBefore) / measured.requests;
           const { name, measures, connections } = scenario;
-          if (phase === 'measured')
-            results.push({ name, measures, connections, ...measured, apiCpuMsPerRequest, unexpected: check.unexpected.get(name) ?? 0 });
+          runs.push({ name, measures, connections, ...measured, apiCpuMsPerRequest, unexpected: 0 });
           orders += scenario.orders(scenario.units(requests));
         } finally {
           client.close();
         }
       }
+      // In the scenarios' own order, the baseline first.
+      if (!warmup) rounds.push(scenarios.map((scenario) => runs.find((run) => run.name === scenario.name)!));
     }
+    for (const run of rounds.flat()) run.unexpected = check.unexpected.get(run.name) ?? 0;
 
     const problems = [...check.examples];
     if (check.total > check.examples.length) problems.push(`… ${check.total - check.examples.length} more unexpected replies`);
@@ -134,6 +143,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       },
       settings: {
         requests: options.requests,
+        rounds: options.rounds,
         warmup: options.warmup,
         concurrency: options.concurrency,
         racingBurst: RACE_BURST,
@@ -143,7 +153,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
         database,
       },
       server,
-      scenarios: withRatios(results),
+      scenarios: combineRounds(rounds),
       problems,
     };
   } finally {
@@ -217,8 +227,11 @@ function section(report: BenchReport): BenchSection {
       'with no HTTP and no framework, in the same run: the transaction issue 12 names. Since an order without a customerRef ' +
       'is one statement, a second row runs that statement through the bare driver (BEGIN and COMMIT pipelined around it, ' +
       "one round trip): the same transaction as the command path's, so first execution / that row is what HTTP and the " +
-      'service cost over the driver. Scenarios run in turn after a warm-up of every one. API CPU is the ' +
-      "command-api process's user+system time over the scenario, per request. Replays are measured twice: on the process " +
+      'service cost over the driver. After a warm-up of every scenario, ' +
+      `${report.settings.rounds} rounds each run every scenario in turn, every other round in the opposite order, so that the ` +
+      "machine's drift does not always fall on the same scenario: req/s and API CPU are the rounds' means, p50 and p99 their " +
+      "medians, and each ratio the mean of the rounds' ratios to their own round's baseline (every round is in the `--json` " +
+      "report). API CPU is the command-api process's user+system time over the scenario, per request. Replays are measured twice: on the process " +
       'that ran the first executions, which answers them from the receipts it holds in memory (ReplayCache), and on a ' +
       'second command-api on the same database with that cache off, as a retry that reaches another instance behind a ' +
       'load balancer is answered.',

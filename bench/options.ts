@@ -5,13 +5,15 @@ export interface BenchOptions {
   requests: number;
   warmup: number;
   concurrency: number;
+  /** Measured rounds; each runs every scenario, in the opposite order to the round before. */
+  rounds: number;
   json: boolean;
   /** Profile the API (`node --cpu-prof`) during first executions only, and write a flame graph SVG here. */
   profile?: string;
 }
 
 export const usage =
-  'usage: npm run bench -- commands [--requests N (8-1000000, default 4000)] [--concurrency N (1-256, default 16)] [--json] [--profile <out.svg>]';
+  'usage: npm run bench -- commands [--requests N (8-1000000, default 4000)] [--concurrency N (1-256, default 16)] [--rounds N (1-10, default 3)] [--json] [--profile <out.svg>]';
 
 /** The command line, or a one-line reason it is not usable. */
 export function parseOptions(argv: string[]): BenchOptions | { help: true } | { error: string } {
@@ -24,6 +26,7 @@ export function parseOptions(argv: string[]): BenchOptions | { help: true } | { 
       options: {
         requests: { type: 'string' },
         concurrency: { type: 'string' },
+        rounds: { type: 'string' },
         json: { type: 'boolean', default: false },
         profile: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
@@ -37,9 +40,11 @@ export function parseOptions(argv: string[]): BenchOptions | { help: true } | { 
   if (typeof requests === 'string') return { error: requests };
   const concurrency = integer('--concurrency', values.concurrency, 16, 1, 256);
   if (typeof concurrency === 'string') return { error: concurrency };
+  const rounds = integer('--rounds', values.rounds, 3, 1, 10);
+  if (typeof rounds === 'string') return { error: rounds };
   if (values.profile !== undefined && !values.profile.endsWith('.svg'))
     return { error: `--profile must name an .svg file, got "${values.profile}"` };
-  return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, json: values.json, profile: values.profile };
+  return { requests, warmup: Math.max(200, Math.ceil(requests / 5)), concurrency, rounds, json: values.json, profile: values.profile };
 }
 
 /** An integer flag within [min, max], its fallback when absent, or a one-line reason it is not usable. */

@@ -10,7 +10,13 @@ export interface ScenarioResult extends Measured {
   /** Throughput and p99 divided by the first scenario's (the bare-driver ceiling), measured in the same run. */
   perSecondVsBaseline: number;
   p99VsBaseline: number;
+  /** Each measured round's own numbers, its ratio to that round's baseline included. */
+  rounds: RoundResult[];
 }
+
+/** One scenario measured in one round. */
+export type ScenarioRun = Omit<ScenarioResult, 'perSecondVsBaseline' | 'p99VsBaseline' | 'rounds'>;
+export type RoundResult = Pick<ScenarioResult, 'perSecond' | 'p50Ms' | 'p99Ms' | 'apiCpuMsPerRequest' | 'perSecondVsBaseline'>;
 
 export interface BenchReport {
   ok: boolean;
@@ -21,13 +27,51 @@ export interface BenchReport {
   problems: string[];
 }
 
-export function withRatios(results: Omit<ScenarioResult, 'perSecondVsBaseline' | 'p99VsBaseline'>[]): ScenarioResult[] {
-  const [baseline] = results;
-  return results.map((result) => ({
-    ...result,
-    perSecondVsBaseline: result.perSecond / baseline.perSecond,
-    p99VsBaseline: result.p99Ms / baseline.p99Ms,
-  }));
+/**
+ * The scenarios over all rounds (each round lists every scenario; the first one is the baseline, the
+ * bare-driver ceiling): throughput and API CPU are the rounds' means, p50 and p99 their medians, and
+ * the ratio to the baseline is the mean of each round's ratio to its own baseline, so that the
+ * machine's drift between rounds cancels instead of landing on whichever scenario ran in a slow moment.
+ */
+export function combineRounds(rounds: ScenarioRun[][]): ScenarioResult[] {
+  const baselineName = rounds[0][0].name;
+  const byRound = rounds.map((runs) => {
+    const baseline = runs.find((run) => run.name === baselineName)!;
+    return new Map(runs.map((run) => [run.name, { run, perSecondVsBaseline: run.perSecond / baseline.perSecond }]));
+  });
+  const results = rounds[0].map(({ name, measures, connections, unexpected }) => {
+    const measured = byRound.map((runs) => runs.get(name)!);
+    const runs = measured.map(({ run }) => run);
+    return {
+      name,
+      measures,
+      connections,
+      unexpected,
+      requests: sum(runs.map((run) => run.requests)),
+      seconds: sum(runs.map((run) => run.seconds)),
+      perSecond: mean(runs.map((run) => run.perSecond)),
+      p50Ms: median(runs.map((run) => run.p50Ms)),
+      p99Ms: median(runs.map((run) => run.p99Ms)),
+      apiCpuMsPerRequest: mean(runs.map((run) => run.apiCpuMsPerRequest)),
+      perSecondVsBaseline: mean(measured.map((m) => m.perSecondVsBaseline)),
+      rounds: measured.map(({ run, perSecondVsBaseline }) => ({
+        perSecond: run.perSecond,
+        p50Ms: run.p50Ms,
+        p99Ms: run.p99Ms,
+        apiCpuMsPerRequest: run.apiCpuMsPerRequest,
+        perSecondVsBaseline,
+      })),
+    };
+  });
+  return results.map((result) => ({ ...result, p99VsBaseline: result.p99Ms / results[0].p99Ms }));
+}
+
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+const mean = (values: number[]) => sum(values) / values.length;
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 export function printTable(report: BenchReport): string {
