@@ -9,7 +9,7 @@ module.exports = {
     {
       displayName: 'unit',
       rootDir: __dirname,
-      roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/test/workload', '<rootDir>/test/support'],
+      roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/bench', '<rootDir>/test/workload', '<rootDir>/test/support'],
       testRegex: '\\.spec\\.ts$',
       testEnvironment: 'node',
       moduleNameMapper,
