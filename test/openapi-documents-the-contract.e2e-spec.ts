@@ -1,5 +1,37 @@
+import { z } from 'zod';
+import { cancelOrderRequest } from '../apps/command-api/src/orders/cancel-order/cancel-order.request.dto';
+import { createOrderRequest } from '../apps/command-api/src/orders/create-order/create-order.request.dto';
 import { RunningApp, startApp } from './support/apps';
 import { http } from './support/http';
+
+type SchemaObject = Record<string, unknown> & { anyOf?: SchemaObject[]; type?: string };
+type ObjectSchema = { properties: Record<string, SchemaObject>; required?: string[]; additionalProperties?: unknown };
+
+/** The keywords of a body's schema that state a rule (descriptions and examples do not). */
+const RULES = ['type', 'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'nullable', 'enum', 'format'];
+
+function rules({ properties, required }: ObjectSchema) {
+  const pick = (property: SchemaObject) => Object.fromEntries(Object.entries(property).filter(([keyword]) => RULES.includes(keyword)));
+  return {
+    properties: Object.fromEntries(Object.entries(properties).map(([name, property]) => [name, pick(property)])),
+    required: required ?? [],
+  };
+}
+
+/**
+ * The rules a body's zod schema enforces (what the API validates with), as OpenAPI 3.0 writes them:
+ * a nullable field is `nullable: true` rather than a branch of type null.
+ */
+function enforcedRules(schema: z.ZodType) {
+  const json = z.toJSONSchema(schema) as ObjectSchema;
+  const properties = Object.fromEntries(
+    Object.entries(json.properties).map(([name, property]) => {
+      const notNull = property.anyOf?.filter((branch) => branch.type !== 'null');
+      return [name, notNull?.length === 1 ? { ...notNull[0], nullable: true } : property];
+    }),
+  );
+  return rules({ properties, required: json.required });
+}
 
 const PROBLEM_JSON = 'application/problem+json';
 const REQUEST_ID = 'X-Request-Id';
@@ -186,6 +218,9 @@ describe('the OpenAPI document of the command API', () => {
       },
       required: ['sku', 'quantity'],
     });
+    // The document states exactly the rules the API validates with: no rule documented but not
+    // enforced, none enforced but not documented.
+    expect(rules(schema(body.content['application/json'].schema.$ref))).toEqual(enforcedRules(createOrderRequest));
   });
 
   it('POST /v1/orders/{id}/cancel documents its domain outcomes and its body', () => {
@@ -204,6 +239,7 @@ describe('the OpenAPI document of the command API', () => {
       properties: { reason: { type: 'string', minLength: 1, maxLength: 200 } },
       required: ['reason'],
     });
+    expect(rules(schema(cancel.requestBody.content['application/json'].schema.$ref))).toEqual(enforcedRules(cancelOrderRequest));
   });
 
   it('GET /v1/orders/{id} and GET /v1/idempotency-receipts/{operation}/{key} describe their parameters and bodies', () => {

@@ -1,39 +1,40 @@
-import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
+import { PipeTransform } from '@nestjs/common';
+import { z } from 'zod';
 import { problemException } from './problem-catalog';
 
-/**
- * class-transformer drops these keys without a word (its prototype-pollution guard), so the whitelist
- * below never sees them: they are refused here, as any other unknown field is.
- */
-const KEYS_DROPPED_BEFORE_VALIDATION = ['__proto__', 'constructor'];
-
-function invalid(details: { field: string; message: string }[]) {
-  return problemException('REQUEST.INVALID', details.map((d) => d.message).join('; '), { errors: details });
+/** One refused field of a body: its name and why, in the words of the body's schema. */
+export interface FieldProblem {
+  field: string;
+  message: string;
 }
 
-class StrictValidationPipe extends ValidationPipe {
-  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
-    if (typeof value === 'object' && value !== null) {
-      const dropped = KEYS_DROPPED_BEFORE_VALIDATION.filter((key) => Object.prototype.hasOwnProperty.call(value, key));
-      if (dropped.length) throw invalid(dropped.map((field) => ({ field, message: `property ${field} should not exist` })));
-    }
-    return super.transform(value, metadata);
+/** Every issue of a failed parse, one per field (each unknown field on its own). */
+export function fieldProblems(error: z.ZodError): FieldProblem[] {
+  return error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((field) => ({ field, message: `property ${field} should not exist` }))
+      : [{ field: issue.path.map(String).join('.'), message: issue.message }],
+  );
+}
+
+/**
+ * Validates a JSON body (already parsed by JsonBodyGuard) against its zod schema: unknown fields and
+ * wrong types are refused with a 400 naming every offending field, never coerced or dropped; the
+ * handler gets what the schema parsed. Schemas are strict objects (`z.strictObject`), so a field named
+ * `__proto__` or `constructor` is refused like any other unknown one.
+ */
+class StrictBody<T extends z.ZodType> implements PipeTransform<unknown, z.output<T>> {
+  constructor(private readonly schema: T) {}
+
+  transform(value: unknown): z.output<T> {
+    const parsed = this.schema.safeParse(value);
+    if (parsed.success) return parsed.data;
+    const details = fieldProblems(parsed.error);
+    throw problemException('REQUEST.INVALID', details.map((d) => d.message).join('; '), { errors: details });
   }
 }
 
-/** Strict DTO validation: unknown fields and wrong types are rejected, never coerced or dropped. */
-export const strictValidation = new StrictValidationPipe({
-  whitelist: true,
-  forbidNonWhitelisted: true,
-  transform: true,
-  transformOptions: { enableImplicitConversion: false },
-  exceptionFactory: (errors: ValidationError[]) =>
-    invalid(
-      errors.flatMap((error) =>
-        Object.values(error.constraints ?? { invalid: `${error.property} is invalid` }).map((message) => ({
-          field: error.property,
-          message,
-        })),
-      ),
-    ),
-});
+/** The pipe for `@Body(strictBody(schema))`. */
+export function strictBody<T extends z.ZodType>(schema: T): PipeTransform<unknown, z.output<T>> {
+  return new StrictBody(schema);
+}

@@ -12,10 +12,10 @@ import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-
 import { respondIdempotently } from '../../http/idempotent-response';
 import { JsonBodyGuard } from '../../http/json-body.guard';
 import { ApiOrderIdParam, orderIdPipe } from '../../http/order-id.pipe';
-import { strictValidation } from '../../http/validation.pipe';
+import { strictBody } from '../../http/validation.pipe';
 import { commandContext } from '../command-context';
 import { OrderResponse } from '../order.response';
-import { CancelOrderRequest } from './cancel-order.request.dto';
+import { cancelOrderRequest, CancelOrderRequest } from './cancel-order.request.dto';
 import { CancelOrderService } from './cancel-order.service';
 
 @ApiTags('orders')
@@ -58,7 +58,7 @@ export class CancelOrderHttpController {
     @CurrentClient() client: AuthenticatedClient,
     @IdempotencyKey() key: string,
     @Param('id', orderIdPipe) orderId: string,
-    @Body(strictValidation) body: CancelOrderRequest,
+    @Body(strictBody(cancelOrderRequest)) body: CancelOrderRequest,
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<unknown> {

@@ -11,10 +11,10 @@ import { ApiCommandResponses, idempotencyHeaders, ProblemDoc, retryAfter } from 
 import { ApiIdempotencyKeyHeader, IdempotencyKey } from '../../http/idempotency-key.decorator';
 import { respondIdempotently } from '../../http/idempotent-response';
 import { JsonBodyGuard } from '../../http/json-body.guard';
-import { strictValidation } from '../../http/validation.pipe';
+import { strictBody } from '../../http/validation.pipe';
 import { commandContext } from '../command-context';
 import { OrderResponse } from '../order.response';
-import { CreateOrderRequest } from './create-order.request.dto';
+import { createOrderRequest, CreateOrderRequest } from './create-order.request.dto';
 import { CreateOrderService } from './create-order.service';
 
 @ApiTags('orders')
@@ -53,7 +53,7 @@ export class CreateOrderHttpController {
   create(
     @CurrentClient() client: AuthenticatedClient,
     @IdempotencyKey() key: string,
-    @Body(strictValidation) body: CreateOrderRequest,
+    @Body(strictBody(createOrderRequest)) body: CreateOrderRequest,
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<unknown> {
