@@ -501,16 +501,10 @@ export async function run(argv: string[]): Promise<BenchResult> {
     const warm = await asPrinted(db, workload(Math.min(WARMUP_ROWS, options.rows), topic('warmup')));
     await createTopic(kafka, warm.topic);
     await bareProducer(kafka, warm);
-    {
-      const relays = await startRelays(db, 1);
-      const warmRelay = workload(Math.min(WARMUP_ROWS, options.rows), topic('warmup'));
-      await createTopic(kafka, warmRelay.topic);
-      await drain(db, warmRelay);
-      await stopRelays(relays, problems);
-      // A table in service has statistics (autovacuum analyzes it); the freshly created one has none, and
-      // without them the planner takes the parked-key lookup for a sequential scan per claim.
-      await db.query(/* sql */ `ANALYZE outbox_messages`);
-    }
+    // A table in service has rows and statistics (autovacuum analyzes it); the freshly created one has
+    // none, and without them the planner takes the parked-key lookup for a sequential scan per claim.
+    await stopRelays(await startWarmRelays(db, kafka, { count: 1, rows: options.rows, topic: topic('warmup') }), problems);
+    await db.query(/* sql */ `ANALYZE outbox_messages`);
 
     for (let round = 1; round <= options.rounds; round++) {
       const work = await asPrinted(db, workload(options.rows, topic(`baseline-r${round}`)));

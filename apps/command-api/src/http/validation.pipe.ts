@@ -3,13 +3,13 @@ import { z } from 'zod';
 import { problemException } from './problem-catalog';
 
 /** One refused field of a body: its name and why, in the words of the body's schema. */
-export interface FieldProblem {
+interface FieldProblem {
   field: string;
   message: string;
 }
 
 /** Every issue of a failed parse, one per field (each unknown field on its own). */
-export function fieldProblems(error: z.ZodError): FieldProblem[] {
+function fieldProblems(error: z.ZodError): FieldProblem[] {
   return error.issues.flatMap((issue) =>
     issue.code === 'unrecognized_keys'
       ? issue.keys.map((field) => ({ field, message: `property ${field} should not exist` }))
