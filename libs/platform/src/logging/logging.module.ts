@@ -3,9 +3,9 @@ import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { INestApplication } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
+import type { Express, NextFunction, Request, Response } from 'express';
 import { LoggerModule, Params, PARAMS_PROVIDER_TOKEN } from 'nestjs-pino';
-import { DestinationStream, Logger, pino } from 'pino';
-import { Options, pinoHttp } from 'pino-http';
+import { DestinationStream, Logger, pino, stdSerializers } from 'pino';
 import { serializeError } from './error-serializer';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
@@ -33,89 +33,87 @@ export function logOnCompletion(res: ServerResponse, fields: Record<string, unkn
   target[COMPLETION_FIELDS] = Object.assign(target[COMPLETION_FIELDS] ?? {}, fields);
 }
 
-const completionFields = (res: ServerResponse) => (res as WithCompletionFields)[COMPLETION_FIELDS];
-
-/** Scrapes and probes every few seconds would drown the request log. */
-const UNLOGGED = /^\/(health|metrics)(\/|\?|$)/;
-
 /**
- * JSON logs through pino; credentials never reach a log line. The lines an app logs about a request
- * (`req.log`: the completion line, a 5xx's error line) carry its `requestId`; the completion line also
- * carries the request, the response and what handlers added with `logOnCompletion`. Fields:
- * docs/observability.md. `mountRequestLogging` puts pino-http in front of the app's routes.
+ * JSON logs through pino; credentials never reach a log line, database errors log their diagnosis,
+ * never their statements' values (error-serializer.ts). Fields: docs/observability.md.
  *
- * nestjs-pino's own request middleware is not mounted (`forRoutes: []`): it binds every request's
- * logger in an AsyncLocalStorage so that any logger anywhere could find it, and on Node 20 that storage
- * runs a promise hook for every promise of every request (every `await`): not mounting it took 13 %
- * off the instructions a command costs the API (callgrind, first executions and replays alike).
- * Nest's loggers and `PinoLogger` log without a request: a handler that logs about its request uses
- * `req.log`. Per request this costs one child logger (for `requestId`): the request is serialised only
- * into the completion line, and only when its level is enabled (see
- * `withoutWholeRequestChild`).
+ * nestjs-pino gives Nest's loggers and `PinoLogger` this logger; its request middleware is not mounted
+ * (`forRoutes: []`): it binds every request's logger in an AsyncLocalStorage, and on Node 20 that
+ * storage runs a promise hook for every `await` of every request (13 % of the instructions a command
+ * cost the API). Requests are logged by `logRequests`, mounted by `mountRequestLogging`.
  */
 export function loggingModule(app: string) {
   return LoggerModule.forRootAsync({
     inject: [ConfigService],
     useFactory: (config: ConfigService): Params => ({
-      pinoHttp: requestLogging(app, config.get<string>('LOG_LEVEL') ?? 'info'),
+      pinoHttp: { logger: appLogger(app, config.get<string>('LOG_LEVEL') ?? 'info'), serializers: { err: serializeError } },
       forRoutes: [],
     }),
   });
 }
 
-/** pino-http, with `loggingModule`'s options, as Express middleware ahead of everything the app routes. */
-export function mountRequestLogging(app: INestApplication): void {
-  const { pinoHttp: options } = app.get<Params>(PARAMS_PROVIDER_TOKEN);
-  app.use(pinoHttp(options as Options));
+/** The app's root logger, writing to `destination` (standard output when absent). */
+export function appLogger(app: string, level: string, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      name: app,
+      base: { pid: process.pid, hostname: hostname(), app },
+      level,
+      serializers: { err: serializeError, req: stdSerializers.req, res: stdSerializers.res },
+      redact: [
+        'req.headers.authorization',
+        'req.headers["proxy-authorization"]',
+        'req.headers["x-api-key"]',
+        'req.headers.cookie',
+        'res.headers["set-cookie"]',
+      ],
+    },
+    destination,
+  );
 }
 
-/** The pino-http options of `loggingModule`, writing to `destination` (standard output when absent). */
-export function requestLogging(app: string, level: string, destination?: DestinationStream): Options {
-  const root = pino({ name: app, base: { pid: process.pid, hostname: hostname(), app }, level }, destination);
-  return {
-    logger: withoutWholeRequestChild(root),
-    genReqId: requestId,
-    customAttributeKeys: { reqId: 'requestId' },
-    // Database errors log their diagnosis, never their statements' values (error-serializer.ts).
-    serializers: { err: serializeError },
-    quietReqLogger: true,
-    quietResLogger: true,
-    customSuccessObject: (req: IncomingMessage, res: ServerResponse, fields: object) => ({ req, ...fields, ...completionFields(res) }),
-    customErrorObject: (req: IncomingMessage, res: ServerResponse, _error: Error, fields: object) => ({
-      req,
-      ...fields,
-      ...completionFields(res),
-    }),
-    redact: [
-      'req.headers.authorization',
-      'req.headers["proxy-authorization"]',
-      'req.headers["x-api-key"]',
-      'req.headers.cookie',
-      'res.headers["set-cookie"]',
-    ],
-    autoLogging: { ignore: (req: IncomingMessage) => UNLOGGED.test(req.url ?? '') },
-  };
+/** `logRequests` with `loggingModule`'s logger, ahead of everything the app routes. */
+export function mountRequestLogging(app: INestApplication): void {
+  const { pinoHttp } = app.get<Params>(PARAMS_PROVIDER_TOKEN);
+  logRequests(app.getHttpAdapter().getInstance() as Express, (pinoHttp as { logger: Logger }).logger);
 }
+
+/** Scrapes and probes every few seconds would drown the request log. */
+const UNLOGGED = /^\/(health|metrics)(\/|\?|$)/;
+const REQUEST_LOG = Symbol('the request logger');
+type LoggedRequest = Request & { id?: string; [REQUEST_LOG]?: Logger };
 
 /**
- * pino-http binds a child logger to the whole request on every request (`child({ req })`), and pino
- * serialises and redacts the request into JSON the moment a child is made. With `quietReqLogger` and
- * `quietResLogger`, as here, nothing ever logs through that child (req.log and res.log are the
- * `requestId` child), so it was ~18 µs of CPU per request for nothing (measured). For a child bound to
- * `req` alone, this root and every logger made from it (pino's children inherit from their parent)
- * return the parent instead; every other child is pino's own. Turn off either quiet option and
- * req.log / res.log would lose `req`: keep them together.
+ * Every request to `express` gets its request id (`req.id`, the `X-Request-Id` response header), a
+ * completion line when its response is done (while `info` is enabled), and `req.log`: a logger whose
+ * lines carry the `requestId`, made the first time a request logs (the 5xx error line), not for every
+ * request. Nothing else is done per request: a middleware that did more (pino-http: a child logger
+ * per request, three listeners, a list of loggers) cost 14 % of the instructions of a replay.
  */
-function withoutWholeRequestChild(root: Logger): Logger {
-  const child = root.child;
-  const skipping = function (this: Logger, bindings: Record<string, unknown>, options?: object) {
-    if (options === undefined && isWholeRequest(bindings)) return this;
-    return child.call(this, bindings, options);
-  };
-  return Object.assign(root, { child: skipping as Logger['child'] });
+export function logRequests(express: Express, logger: Logger): void {
+  Object.defineProperty(express.request, 'log', {
+    configurable: true,
+    get(this: LoggedRequest): Logger {
+      return (this[REQUEST_LOG] ??= logger.child({ requestId: this.id }));
+    },
+  });
+  express.use((request: Request, res: Response, next: NextFunction) => {
+    const req = request as LoggedRequest;
+    req.id = requestId(req, res);
+    if (logger.isLevelEnabled('info') && !UNLOGGED.test(req.url)) {
+      const started = Date.now();
+      res.once('close', () => logCompletion(req, res, Date.now() - started));
+    }
+    next();
+  });
 }
 
-function isWholeRequest(bindings: Record<string, unknown>): boolean {
-  for (const key in bindings) if (key !== 'req') return false;
-  return 'req' in bindings;
+function logCompletion(req: LoggedRequest, res: Response, responseTime: number): void {
+  const fields = (res as WithCompletionFields)[COMPLETION_FIELDS];
+  const log = (req as { log: Logger }).log;
+  if (res.statusCode >= 500) {
+    log.info({ req, res, err: new Error(`failed with status code ${res.statusCode}`), responseTime, ...fields }, 'request errored');
+  } else {
+    log.info({ req, res, responseTime, ...fields }, res.writableFinished ? 'request completed' : 'request aborted');
+  }
 }
