@@ -12,12 +12,16 @@
  * - fulfillment: the real app (apps/fulfillment, from the tests' build), started fresh.
  * - notifier: the real app recording one webhook delivery per event (its dispatcher delivers them to a
  *   bare receiver meanwhile: that is how it runs).
+ * - the B5 peer: pg-transactional-outbox 0.5.7's inbox in polling mode doing fulfillment's effect
+ *   (bench/peers/pg-transactional-outbox-inbox.ts); what it loses or duplicates is reported as a finding
+ *   about it, not as a failure of this benchmark.
  * Throughput runs from the consumer's start (the app answering /health/live; the bare loop's connect)
  * to the last effect's transaction timestamp, both on the database clock; the group's lag is read
  * before the start and after the last effect. Every event must have exactly one effect and one inbox row.
  * Exit 0 when nothing was lost or duplicated, 1 otherwise, 2 on bad usage.
  */
 import { benchFulfillmentUrl, benchNotifierUrl } from './bench-env'; // first: it points test/support at the bench databases
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,34 +39,40 @@ import { describeServer, prepareBenchDatabases } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
 import { flameGraph } from './flame-graph';
 import { benchArgs, integerFlag, svgFlag } from './options';
+import { PEER_INBOX_EFFECTS, PEER_INBOX_GROUP, PEER_INBOX_TABLE, setupPeerInbox } from './peers/pg-transactional-outbox-inbox';
+import { PEER_BATCH_SIZE, PEER_LOCK_MS, PEER_POLL_MS } from './peers/pg-transactional-outbox';
 import { BenchResult, BenchSection } from './section';
 
 const progress = (text: string) => process.stderr.write(`bench: ${text}\n`);
+const PEER_NAME = 'pg-transactional-outbox 0.5.7 inbox (polling)';
 const SEND_BATCH = 500;
 
 interface Options {
   events: number;
   rounds: number;
   notifier: boolean;
+  peer: boolean;
   json: boolean;
   /** Run fulfillment under `node --cpu-prof` (every round) and write a flame graph of its last round here. */
   profile?: string;
 }
 
 export const usage =
-  'usage: npm run bench -- consumers [--events N (100-1000000, default 20000)] [--rounds N (1-20, default 2)] [--no-notifier] [--json] [--profile <fulfillment.svg>]';
+  'usage: npm run bench -- consumers [--events N (100-1000000, default 20000)] [--rounds N (1-20, default 2)] [--no-notifier] [--no-peer] [--json] [--profile <fulfillment.svg>]';
 
 function parseOptions(argv: string[]): Options {
   const values = benchArgs(argv, {
     events: { type: 'string' },
     rounds: { type: 'string' },
     'no-notifier': { type: 'boolean', default: false },
+    'no-peer': { type: 'boolean', default: false },
     profile: { type: 'string' },
   });
   return {
     events: integerFlag('--events', values.events, 20_000, 100, 1_000_000),
     rounds: integerFlag('--rounds', values.rounds, 2, 1, 20),
     notifier: !values['no-notifier'],
+    peer: !values['no-peer'],
     json: values.json,
     profile: svgFlag('--profile', values.profile),
   };
@@ -161,13 +171,19 @@ async function pointGroupAt(admin: Admin, groupId: string, backlog: Backlog): Pr
   }
 }
 
+/** Our inbox rows (libs/inbox) recording that `consumer` applied an event of the backlog. */
+const appliedBy = (consumer: string, table = 'inbox_messages') =>
+  `${table} i ON i.consumer = '${consumer}' AND i.message_id = p.id AND i.outcome = 'applied'`;
+
 /** Where a consumer's effects and inbox rows are, to count and time them. */
 interface Effects {
   pool: Pool;
   /** The effect table and its timestamp: one row per event. */
   table: string;
-  inbox: string;
-  consumer: string;
+  /** Joined to `produced p` (the backlog's message ids): the consumer's inbox rows recording an applied event. */
+  appliedInbox: string;
+  /** The peer's: its inbox rows it gave up on (abandoned), counted rather than waited for. */
+  abandoned?: string;
 }
 
 interface Drained {
@@ -203,14 +219,20 @@ async function awaitEffects(
 ) {
   const n = backlog.messageIds.length;
   const deadline = Date.now() + 600_000;
+  let abandoned = 0;
   for (;;) {
-    const { rows } = await effects.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${effects.table} WHERE tenant_id = $1`, [
-      backlog.tenantId,
-    ]);
-    if (rows[0].n >= n) break;
+    const { rows } = await effects.pool.query<{ n: number; abandoned: number }>(
+      /* sql */ `
+      SELECT (SELECT count(*) FROM ${effects.table} WHERE tenant_id = $1)::int AS n,
+             ${effects.abandoned ? `(SELECT count(*) FROM ${effects.abandoned} AND id = ANY($2::uuid[]))::int` : '0'} AS abandoned`,
+      effects.abandoned ? [backlog.tenantId, backlog.messageIds] : [backlog.tenantId],
+    );
+    abandoned = rows[0].abandoned;
+    if (rows[0].n + abandoned >= n) break;
     if (Date.now() > deadline) throw new Error(`${name}: ${rows[0].n} of ${n} effects after 10 minutes`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  if (abandoned) problems.push(`${name}: gave up on (abandoned) ${abandoned} of ${n} events: they have no effect`);
   const seenAt = Date.now();
   const {
     rows: [timing],
@@ -226,16 +248,16 @@ async function awaitEffects(
          produced AS (SELECT unnest($2::uuid[]) AS id)
     SELECT (SELECT count(*) FROM produced p LEFT JOIN effects e ON e.message_id = p.id WHERE e.message_id IS NULL)::int AS missing,
            (SELECT count(*) FROM effects WHERE n > 1)::int AS repeated,
-           (SELECT count(*) FROM produced p JOIN ${effects.inbox} i ON i.consumer = $3 AND i.message_id = p.id AND i.outcome = 'applied')::int AS inbox,
+           (SELECT count(*) FROM produced p JOIN ${effects.appliedInbox})::int AS inbox,
            (SELECT count(*) FROM effects e LEFT JOIN produced p ON p.id = e.message_id WHERE p.id IS NULL)::int AS extra`,
-    [backlog.tenantId, backlog.messageIds, effects.consumer],
+    [backlog.tenantId, backlog.messageIds],
   );
-  if (check.missing || check.repeated || check.extra) {
+  if (check.missing - abandoned || check.repeated || check.extra) {
     problems.push(
-      `${name}: ${check.missing} events without an effect, ${check.repeated} with more than one, ${check.extra} effects of no event`,
+      `${name}: ${check.missing - abandoned} events lost (no effect, not abandoned), ${check.repeated} with more than one, ${check.extra} effects of no event`,
     );
   }
-  if (check.inbox !== n) problems.push(`${name}: ${check.inbox} of ${n} events have an 'applied' inbox row`);
+  if (check.inbox !== n - abandoned) problems.push(`${name}: ${check.inbox} of ${n} events have an 'applied' inbox row`);
   let lagAfter = await groupLag(admin, group);
   let lagZeroAfterMs: number | null = null;
   while (lagAfter > 0 && Date.now() - seenAt < 10_000) {
@@ -260,9 +282,12 @@ export async function run(argv: string[]): Promise<BenchResult> {
   const server = await describeServer(benchFulfillmentUrl);
 
   const problems: string[] = [];
+  /** What the peer lost, duplicated or gave up on: findings about it, not failures of this benchmark. */
+  const peerFindings: string[] = [];
   const fulfillmentPool = new Pool({ connectionString: benchFulfillmentUrl, max: PARTITIONS_IN_PARALLEL + 2 });
   const notifierPool = new Pool({ connectionString: benchNotifierUrl, max: 2 });
   await createBareTables(fulfillmentPool);
+  if (options.peer) await setupPeerInbox(benchFulfillmentUrl);
   const kafka = testKafka('bench-consumers');
   const admin = kafka.admin();
   const receiver = new WebhookReceiver();
@@ -279,7 +304,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
       {
         name: 'bare kafkajs loop (baseline)',
         group: BARE_GROUP,
-        effects: { pool: fulfillmentPool, table: 'bare_shipments', inbox: 'bare_inbox', consumer: 'bare' },
+        effects: { pool: fulfillmentPool, table: 'bare_shipments', appliedInbox: appliedBy('bare', 'bare_inbox') },
         start: async () => {
           const bare = new BareConsumer(kafka, fulfillmentPool);
           running.push(bare);
@@ -290,7 +315,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
       {
         name: 'fulfillment (apps/fulfillment)',
         group: 'fulfillment',
-        effects: { pool: fulfillmentPool, table: 'shipments', inbox: 'inbox_messages', consumer: 'fulfillment' },
+        effects: { pool: fulfillmentPool, table: 'shipments', appliedInbox: appliedBy('fulfillment') },
         start: () => startConsumerApp('fulfillment', { FULFILLMENT_DATABASE_URL: benchFulfillmentUrl }, profileDir),
       },
       ...(options.notifier
@@ -298,12 +323,66 @@ export async function run(argv: string[]): Promise<BenchResult> {
             {
               name: 'notifier (apps/notifier, records webhooks)',
               group: 'notifier',
-              effects: { pool: notifierPool, table: 'webhook_deliveries', inbox: 'inbox_messages', consumer: 'notifier' },
+              effects: { pool: notifierPool, table: 'webhook_deliveries', appliedInbox: appliedBy('notifier') },
               start: () => startConsumerApp('notifier', { NOTIFIER_DATABASE_URL: benchNotifierUrl, WEBHOOK_URL: receiver.url }),
             },
           ]
         : []),
+      ...(options.peer
+        ? [
+            {
+              name: PEER_NAME,
+              group: PEER_INBOX_GROUP,
+              peer: true,
+              effects: {
+                pool: fulfillmentPool,
+                table: PEER_INBOX_EFFECTS,
+                appliedInbox: `${PEER_INBOX_TABLE} i ON i.id = p.id AND i.processed_at IS NOT NULL`,
+                abandoned: `${PEER_INBOX_TABLE} WHERE abandoned_at IS NOT NULL`,
+              },
+              start: () => startPeerInbox(),
+            },
+          ]
+        : []),
     ];
+    /** The peer as a process of its own, as our apps run; its clock starts as it connects to Kafka. */
+    async function startPeerInbox() {
+      const child = spawn(
+        process.execPath,
+        [
+          '-r',
+          'ts-node/register/transpile-only',
+          '-r',
+          'tsconfig-paths/register',
+          join(__dirname, 'peers', 'pg-transactional-outbox-inbox.ts'),
+        ],
+        {
+          cwd: join(__dirname, '..'),
+          env: { ...process.env, PEER_DATABASE_URL: benchFulfillmentUrl, PEER_KAFKA_BROKERS: process.env.KAFKA_BROKERS! },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let output = '';
+      child.stderr!.on('data', (chunk) => (output += chunk));
+      const peer = {
+        process: child,
+        output: () => output,
+        stop: async () => {
+          if (child.exitCode !== null || child.signalCode !== null) return;
+          child.kill('SIGTERM');
+          await new Promise((resolve) => child.once('exit', resolve));
+        },
+      };
+      running.push(peer);
+      await new Promise<void>((resolve, reject) => {
+        child.stdout!.on('data', (chunk) => {
+          output += chunk;
+          if (String(chunk).includes('ready')) resolve();
+        });
+        child.once('exit', (code) => reject(new Error(`the peer exited with ${code} before it was ready:\n${output.slice(-2_000)}`)));
+      });
+      return peer;
+    }
     async function startConsumerApp(app: 'fulfillment' | 'notifier', env: Record<string, string>, profile?: string) {
       const started = await startApp(
         app,
@@ -323,25 +402,30 @@ export async function run(argv: string[]): Promise<BenchResult> {
         await pointGroupAt(admin, consumer.group, backlog);
         const lagAtStart = await groupLag(admin, consumer.group);
         progress(`round ${round}: ${consumer.name} drains ${lagAtStart} messages`);
+        const isPeer = 'peer' in consumer;
+        const found = isPeer ? peerFindings : problems;
         const startedAt = await dbNow(consumer.effects.pool);
-        const instance = await consumer.start();
-        // An app's clock starts when it answers /health/live: its consumer is joining the group by then.
-        const from = instance instanceof BareConsumer ? startedAt : await dbNow(consumer.effects.pool);
-        const drained = await awaitEffects(
-          consumer.effects,
-          backlog,
-          admin,
-          consumer.group,
-          from,
-          problems,
-          `round ${round}, ${consumer.name}`,
-        );
+        let instance: BareConsumer | (Pick<RunningApp, 'process' | 'output'> & { stop(): Promise<unknown> });
+        let drained: Awaited<ReturnType<typeof awaitEffects>>;
+        try {
+          instance = await consumer.start();
+          // An app's clock starts when it answers /health/live (its consumer is joining the group by
+          // then), the peer's as it connects to Kafka.
+          const from = instance instanceof BareConsumer ? startedAt : await dbNow(consumer.effects.pool);
+          drained = await awaitEffects(consumer.effects, backlog, admin, consumer.group, from, found, `round ${round}, ${consumer.name}`);
+        } catch (error) {
+          if (!isPeer) throw error;
+          peerFindings.push(`round ${round}: could not be measured: ${(error as Error).message.split('\n')[0]}`);
+          await Promise.all(running.map((instance) => instance.stop()));
+          running.length = 0;
+          continue;
+        }
         await instance.stop();
         running.splice(running.indexOf(instance), 1);
         if (!(instance instanceof BareConsumer)) {
-          const app = instance as RunningApp;
-          if (app.process.exitCode !== 0 && app.process.exitCode !== null)
-            problems.push(`${consumer.name} exited with ${app.process.exitCode}:\n${app.output().slice(-2000)}`);
+          const { process: child, output } = instance;
+          if (child.exitCode !== 0 && child.exitCode !== null)
+            found.push(`${consumer.name} exited with ${child.exitCode}:\n${output().slice(-2000)}`);
         }
         results.push({
           name: consumer.name,
@@ -377,6 +461,18 @@ export async function run(argv: string[]): Promise<BenchResult> {
     rounds: results,
     summary: summarise(results),
     problems,
+    peer: options.peer
+      ? {
+          settings: {
+            batch: PEER_BATCH_SIZE,
+            pollMs: PEER_POLL_MS,
+            lockMs: PEER_LOCK_MS,
+            concurrency: 'parallel',
+            storing: 'one transaction per fetched batch',
+          },
+          findings: peerFindings,
+        }
+      : undefined,
   };
   return { report, text: print(report), section: section(report) };
 }
@@ -428,6 +524,7 @@ interface Report {
   rounds: Drained[];
   summary: Summary[];
   problems: string[];
+  peer?: { settings: Record<string, string | number>; findings: string[] };
 }
 
 function print(report: Report): string {
@@ -444,12 +541,28 @@ function print(report: Report): string {
     '',
     'median of the rounds:',
     ...summary.map((s) => `  ${s.name.padEnd(47)} ${s.perSecond.toFixed(0).padStart(9)} ${`${s.vsBaseline.toFixed(2)}x`.padStart(8)}`),
+    ...(report.peer?.findings.length ? ['', `peer pg-transactional-outbox (inbox): ${report.peer.findings.join('; ')}`] : []),
     '',
     report.ok
       ? 'OK: every event had exactly one effect and one inbox row, in every consumer'
       : `FAILED:\n${report.problems.map((p) => `  ${p}`).join('\n')}`,
   ];
   return lines.join('\n');
+}
+
+function peerTarget(report: Report, fulfillment: Summary): BenchSection['targets'] {
+  if (!report.peer) return [];
+  const peer = report.summary.find((s) => s.name === PEER_NAME);
+  const findings = report.peer.findings.length ? `; the peer: ${report.peer.findings.join('; ')}` : '';
+  return [
+    {
+      target: `fulfillment ahead of ${PEER_NAME}`,
+      measured: peer
+        ? `${(fulfillment.perSecond / peer.perSecond).toFixed(1)}x its rate (${Math.round(peer.perSecond)} events/s)${findings}`
+        : `not measured${findings}`,
+      met: peer !== undefined && fulfillment.perSecond > peer.perSecond,
+    },
+  ];
 }
 
 function section(report: Report): BenchSection {
@@ -465,7 +578,11 @@ function section(report: Report): BenchSection {
       'rounds: a bare kafkajs `eachBatch` loop in the bench process (baseline: one transaction per batch inserting the inbox rows ' +
       "ON CONFLICT DO NOTHING and the new rows' shipments, set-based; offsets committed after the commit; " +
       'four partitions at a time like the inbox consumer), the real fulfillment ' +
-      'app, and the real notifier (recording webhook deliveries while its dispatcher delivers them to a bare receiver). Events/s ' +
+      'app, the real notifier (recording webhook deliveries while its dispatcher delivers them to a bare receiver), and the B5 ' +
+      "peer: pg-transactional-outbox 0.5.7's inbox in polling mode, a process of its own doing fulfillment's effect (a kafkajs " +
+      "consumer storing each message in its inbox with the library's storage, one transaction per fetched batch; its polling " +
+      "listener applying each in a transaction of its own; batch 500, polling every 10 ms, parallel concurrency, its README's " +
+      'attempt protections on). What the peer loses or gives up on is reported as a finding about it. Events/s ' +
       "from the consumer's start (live, joining the group) to the last effect's transaction timestamp on the database; every " +
       'event is checked to have exactly one effect and one inbox row. The median of the rounds is charted.',
     settings: report.settings,
@@ -485,6 +602,7 @@ function section(report: Report): BenchSection {
         measured: `lag ${lastFulfillment.lagAtStart} at start, ${lastFulfillment.lagAfter} after (offsets at the end ${lastFulfillment.lagZeroAfterMs ?? '-'} ms after the last effect)`,
         met: report.rounds.every((r) => r.lagAfter === 0),
       },
+      ...peerTarget(report, fulfillment),
     ],
     problems: report.problems,
   };
