@@ -9,6 +9,8 @@ import { freePort } from './free-port';
 export class TcpProxy {
   private server?: Server;
   private readonly sockets = new Set<Socket>();
+  private holding = false;
+  private readonly held: (() => void)[] = [];
 
   private constructor(
     private readonly target: { host: string; port: number },
@@ -26,18 +28,43 @@ export class TcpProxy {
   async restore(): Promise<void> {
     if (this.server) return;
     const server = createServer((client) => {
-      const upstream = connect(this.target.port, this.target.host);
-      for (const socket of [client, upstream]) {
-        this.sockets.add(socket);
-        socket.on('close', () => this.sockets.delete(socket));
-        socket.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
+      this.sockets.add(client);
+      client.on('close', () => this.sockets.delete(client));
+      client.on('error', () => undefined);
+      const wire = () => {
+        if (client.destroyed) return;
+        const upstream = connect(this.target.port, this.target.host);
+        this.sockets.add(upstream);
+        upstream.on('close', () => this.sockets.delete(upstream));
+        upstream.on('error', () => undefined);
+        client.pipe(upstream).pipe(client);
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      };
+      if (this.holding) this.held.push(wire);
+      else wire();
     });
     await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
     this.server = server;
+  }
+
+  /**
+   * New connections are accepted and then left unanswered until `release()`, as a server too busy to
+   * answer; the open ones keep working.
+   */
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** How many connections `hold` is keeping waiting. */
+  get waiting(): number {
+    return this.held.length;
+  }
+
+  /** Connects the connections kept waiting to the server, and new ones at once again. */
+  release(): void {
+    this.holding = false;
+    for (const wire of this.held.splice(0)) wire();
   }
 
   /** Drops every open connection and refuses new ones, as a dead network or a stopped server would. */

@@ -85,6 +85,8 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
         onNotification: () => this.forget(),
         onLost: () => this.lost(session),
       });
+      // Shutdown began while it connected: nothing would close it, and the pool's end would wait for it.
+      if (this.stopped) return await session.close();
       this.session = session;
       await session.manager.query(/* sql */ `LISTEN ${API_CLIENTS_CHANNEL}`);
       if (session.lost) return;
