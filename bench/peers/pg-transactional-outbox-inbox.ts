@@ -14,23 +14,20 @@
  * bench/peers/pg-transactional-outbox-inbox.ts`, with PEER_DATABASE_URL and PEER_KAFKA_BROKERS; prints
  * `ready` as it connects to Kafka, stops on SIGTERM.
  */
-import { Client, Pool } from 'pg';
+import { Pool } from 'pg';
 import { Kafka, logLevel } from 'kafkajs';
 import {
   DatabaseClient,
-  DatabaseSetup,
   executeTransaction,
-  getDefaultLogger,
   initializeMessageStorage,
   initializePollingMessageListener,
   IsolationLevel,
-  PollingListenerConfig,
   StoredTransactionalMessage,
   TransactionalMessageHandler,
 } from 'pg-transactional-outbox';
 import { Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
 import { PARTITIONS_IN_PARALLEL } from '../bare-consumer';
-import { PEER_BATCH_SIZE, PEER_LOCK_MS, PEER_POLL_MS } from './pg-transactional-outbox';
+import { PEER_BATCH_SIZE, peerLogger, peerPolling, runPeer, setupPeerTable } from './pg-transactional-outbox';
 
 export const PEER_INBOX_TABLE = 'pgto_inbox';
 export const PEER_INBOX_EFFECTS = 'pgto_shipments';
@@ -38,56 +35,19 @@ export const PEER_INBOX_GROUP = 'bench-pgto-inbox';
 const FUNCTION = 'next_pgto_inbox_messages';
 
 /** The peer's inbox table, indexes and polling function (the library's own SQL), and its effect table, shaped like fulfillment's. */
-export async function setupPeerInbox(url: string): Promise<void> {
-  const setup = {
-    outboxOrInbox: 'inbox' as const,
-    database: 'bench',
-    schema: 'public',
-    table: PEER_INBOX_TABLE,
-    listenerRole: 'postgres',
-    nextMessagesName: FUNCTION,
-  };
-  const client = new Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(DatabaseSetup.dropAndCreateTable(setup));
-    await client.query(DatabaseSetup.createPollingFunction(setup));
-    await client.query(DatabaseSetup.setupPollingIndexes(setup));
-    await client.query(/* sql */ `
-      DROP TABLE IF EXISTS ${PEER_INBOX_EFFECTS};
-      CREATE TABLE ${PEER_INBOX_EFFECTS} (LIKE shipments INCLUDING ALL)`);
-  } finally {
-    await client.end();
-  }
+export function setupPeerInbox(url: string): Promise<void> {
+  return setupPeerTable(
+    url,
+    'inbox',
+    PEER_INBOX_TABLE,
+    FUNCTION,
+    /* sql */ `DROP TABLE IF EXISTS ${PEER_INBOX_EFFECTS}; CREATE TABLE ${PEER_INBOX_EFFECTS} (LIKE shipments INCLUDING ALL)`,
+  );
 }
 
 async function main(): Promise<void> {
-  const db = new URL(process.env.PEER_DATABASE_URL!);
-  const connection = {
-    host: db.hostname,
-    port: Number(db.port || 5432),
-    user: decodeURIComponent(db.username),
-    database: db.pathname.slice(1),
-  };
-  const config: PollingListenerConfig = {
-    outboxOrInbox: 'inbox',
-    dbListenerConfig: connection,
-    dbHandlerConfig: connection,
-    settings: {
-      dbSchema: 'public',
-      dbTable: PEER_INBOX_TABLE,
-      nextMessagesFunctionName: FUNCTION,
-      nextMessagesBatchSize: PEER_BATCH_SIZE,
-      nextMessagesPollingIntervalInMs: PEER_POLL_MS,
-      nextMessagesLockInMs: PEER_LOCK_MS,
-      enableMaxAttemptsProtection: true,
-      enablePoisonousMessageProtection: true,
-      messageCleanupIntervalInMs: 0,
-    },
-  };
-  // Warnings and errors only (each failed attempt is one), to stderr: the bench reports them.
-  const logger = getDefaultLogger('pg-transactional-outbox-inbox');
-  logger.level = 'warn';
+  const config = peerPolling('inbox', PEER_INBOX_TABLE, FUNCTION, true);
+  const logger = peerLogger('pg-transactional-outbox-inbox');
 
   const shipment: TransactionalMessageHandler = {
     aggregateType: 'order',
@@ -107,7 +67,7 @@ async function main(): Promise<void> {
     batchSizeStrategy: () => Promise.resolve(PEER_BATCH_SIZE),
   });
 
-  const pool = new Pool({ ...connection, max: PARTITIONS_IN_PARALLEL });
+  const pool = new Pool({ connectionString: process.env.PEER_DATABASE_URL, max: PARTITIONS_IN_PARALLEL });
   const store = initializeMessageStorage(config, logger);
   const kafka = new Kafka({ clientId: 'pgto-inbox-peer', brokers: process.env.PEER_KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING });
   const consumer = kafka.consumer({ groupId: PEER_INBOX_GROUP, allowAutoTopicCreation: false, maxWaitTimeInMs: 1_000 });
@@ -156,9 +116,4 @@ async function main(): Promise<void> {
   });
 }
 
-if (require.main === module) {
-  main().catch((error) => {
-    process.stderr.write(`${(error as Error).stack}\n`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runPeer(main);

@@ -34,28 +34,79 @@ export const PEER_POLL_MS = 10;
 export const PEER_LOCK_MS = 5_000;
 
 /** Creates the peer's table, indexes and polling function with the library's own SQL. */
-export async function setupPeerOutbox(url: string): Promise<void> {
-  const setup = {
-    outboxOrInbox: 'outbox' as const,
-    database: 'bench',
-    schema: 'public',
-    table: PEER_TABLE,
-    listenerRole: 'postgres',
-    nextMessagesName: FUNCTION,
-  };
+export function setupPeerOutbox(url: string): Promise<void> {
+  return setupPeerTable(url, 'outbox', PEER_TABLE, FUNCTION);
+}
+
+/** A table of the library's, its indexes and its polling function `nextMessagesName`, made with its own SQL; then `more`. */
+export async function setupPeerTable(
+  url: string,
+  outboxOrInbox: 'outbox' | 'inbox',
+  table: string,
+  nextMessagesName: string,
+  more?: string,
+): Promise<void> {
+  const setup = { outboxOrInbox, database: 'bench', schema: 'public', table, listenerRole: 'postgres', nextMessagesName };
   const client = new Client({ connectionString: url });
   await client.connect();
   try {
     await client.query(DatabaseSetup.dropAndCreateTable(setup));
     await client.query(DatabaseSetup.createPollingFunction(setup));
     await client.query(DatabaseSetup.setupPollingIndexes(setup));
+    if (more) await client.query(more);
   } finally {
     await client.end();
   }
 }
 
+/** The polling listener's settings both peer processes use: the most favourable documented ones, full batches from the first poll. */
+export function peerPolling(
+  outboxOrInbox: 'outbox' | 'inbox',
+  table: string,
+  nextMessagesFunctionName: string,
+  protections: boolean,
+): PollingListenerConfig {
+  const db = new URL(process.env.PEER_DATABASE_URL!);
+  const connection = {
+    host: db.hostname,
+    port: Number(db.port || 5432),
+    user: decodeURIComponent(db.username),
+    database: db.pathname.slice(1),
+  };
+  return {
+    outboxOrInbox,
+    dbListenerConfig: connection,
+    dbHandlerConfig: connection,
+    settings: {
+      dbSchema: 'public',
+      dbTable: table,
+      nextMessagesFunctionName,
+      nextMessagesBatchSize: PEER_BATCH_SIZE,
+      nextMessagesPollingIntervalInMs: PEER_POLL_MS,
+      nextMessagesLockInMs: PEER_LOCK_MS,
+      enableMaxAttemptsProtection: protections,
+      enablePoisonousMessageProtection: protections,
+      messageCleanupIntervalInMs: 0,
+    },
+  };
+}
+
+/** Warnings and errors only (each failed attempt is one), to stderr: the bench reports them. */
+export function peerLogger(name: string) {
+  const logger = getDefaultLogger(name);
+  logger.level = 'warn';
+  return logger;
+}
+
+/** Runs a peer process's `main`; a failure is its stack on stderr and exit code 1. */
+export function runPeer(main: () => Promise<void>): void {
+  main().catch((error) => {
+    process.stderr.write(`${(error as Error).stack}\n`);
+    process.exit(1);
+  });
+}
+
 async function main(): Promise<void> {
-  const url = process.env.PEER_DATABASE_URL!;
   const topic = process.env.PEER_TOPIC!;
   const kafka = new Kafka({ clientId: 'pgto-peer', brokers: process.env.PEER_KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING });
   const producer = kafka.producer({
@@ -76,35 +127,14 @@ async function main(): Promise<void> {
       });
     },
   };
-  const db = new URL(url);
-  const connection = {
-    host: db.hostname,
-    port: Number(db.port || 5432),
-    user: decodeURIComponent(db.username),
-    database: db.pathname.slice(1),
-  };
-  const config: PollingListenerConfig = {
-    outboxOrInbox: 'outbox',
-    dbListenerConfig: connection,
-    dbHandlerConfig: connection,
-    settings: {
-      dbSchema: 'public',
-      dbTable: PEER_TABLE,
-      nextMessagesFunctionName: FUNCTION,
-      nextMessagesBatchSize: PEER_BATCH_SIZE,
-      nextMessagesPollingIntervalInMs: PEER_POLL_MS,
-      nextMessagesLockInMs: PEER_LOCK_MS,
-      enableMaxAttemptsProtection: false,
-      enablePoisonousMessageProtection: false,
-      messageCleanupIntervalInMs: 0,
+  const [shutdown] = initializePollingMessageListener(
+    peerPolling('outbox', PEER_TABLE, FUNCTION, false),
+    publisher,
+    peerLogger('pg-transactional-outbox'),
+    {
+      batchSizeStrategy: () => Promise.resolve(PEER_BATCH_SIZE),
     },
-  };
-  // Warnings and errors only (each failed attempt is one), to stderr: the bench reports them.
-  const logger = getDefaultLogger('pg-transactional-outbox');
-  logger.level = 'warn';
-  const [shutdown] = initializePollingMessageListener(config, publisher, logger, {
-    batchSizeStrategy: () => Promise.resolve(PEER_BATCH_SIZE),
-  });
+  );
   process.stdout.write('ready\n');
   process.once('SIGTERM', () => {
     void shutdown()
@@ -113,9 +143,4 @@ async function main(): Promise<void> {
   });
 }
 
-if (require.main === module) {
-  main().catch((error) => {
-    process.stderr.write(`${(error as Error).stack}\n`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runPeer(main);
