@@ -50,7 +50,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
       databaseUnavailableResponses.inc({ method: request.method, route: routeLabel(request) });
     }
     if (problem.status >= 500) {
-      // The request's own logger (pino-http's, with its requestId) when it has one.
+      // The request's own logger (`req.log` from logRequests: its lines carry the requestId) when it has one.
       const fields = { context: ProblemDetailsFilter.name, err: exception, url: request.originalUrl, problem: problem.type };
       const log = (request as { log?: PinoLogger }).log;
       if (log) log.error(fields, problem.title);
