@@ -46,6 +46,8 @@ export function loggingModule(app: string) {
   return LoggerModule.forRootAsync({
     inject: [ConfigService],
     useFactory: (config: ConfigService): Params => ({
+      // nestjs-pino derives its logger through pino-http, which puts pino's own `err` serializer on it
+      // unless one is given: given again here, Nest's error lines keep statements' values out too.
       pinoHttp: { logger: appLogger(app, config.get<string>('LOG_LEVEL') ?? 'info'), serializers: { err: serializeError } },
       forRoutes: [],
     }),
