@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
 import { keepLateConnectionErrorsFromCrashing } from './database/database-errors';
 import { answerUnparseableRequestsAsProblems } from './http/client-error';
+import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
 import { mountRequestLogging, REQUEST_ID, REQUEST_ID_HEADER } from './logging/logging.module';
@@ -45,7 +46,7 @@ export async function runHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>
 }
 
 async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, config: z.infer<S>) {
-  const app = await NestFactory.create(options.module, {
+  const app = await NestFactory.create(options.module, new ExpressAdapterKeepingShapes(), {
     bufferLogs: true,
     abortOnError: false,
     bodyParser: options.bodyParser ?? true,

@@ -2,6 +2,7 @@ import { INestApplication, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { MetricsModule } from './metrics/metrics.module';
 
 @Module({ imports: [MetricsModule] })
@@ -16,7 +17,10 @@ export async function serveManagement(
   app: INestApplication,
   { host, port, document }: { host: string; port: number; document: OpenAPIObject },
 ): Promise<INestApplication> {
-  const management = await NestFactory.create(ManagementModule, { bufferLogs: true, abortOnError: false });
+  const management = await NestFactory.create(ManagementModule, new ExpressAdapterKeepingShapes(), {
+    bufferLogs: true,
+    abortOnError: false,
+  });
   management.useLogger(app.get(Logger));
   const express = management.getHttpAdapter().getInstance() as { disable?: (setting: string) => void };
   express.disable?.('x-powered-by');
