@@ -39,7 +39,7 @@ async function serve(adapter?: ExpressAdapterKeepingShapes, options: { forceClos
     arrived.push({ request: Object.getPrototypeOf(req), response: Object.getPrototypeOf(res) }),
   );
   await app.listen(0, '127.0.0.1');
-  const express = app.getHttpAdapter().getInstance<Express>();
+  const express = app.getHttpAdapter().getInstance() as Express;
   return { app, express, arrived, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
