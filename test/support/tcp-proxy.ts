@@ -67,6 +67,18 @@ export class TcpProxy {
     for (const wire of this.held.splice(0)) wire();
   }
 
+  /**
+   * Stops every byte on the open connections, both ways, and holds new ones: a network partition,
+   * where nothing is reset or closed and nothing arrives. `cut` ends it.
+   */
+  freeze(): void {
+    this.hold();
+    for (const socket of this.sockets) {
+      socket.unpipe();
+      socket.pause();
+    }
+  }
+
   /** Drops every open connection and refuses new ones, as a dead network or a stopped server would. */
   async cut(): Promise<void> {
     const server = this.server;

@@ -17,6 +17,7 @@ export const notifierConfig = z
   .object({
     NODE_ENV: envFields.nodeEnv,
     LOG_LEVEL: envFields.logLevel,
+    SHUTDOWN_TIMEOUT_SECONDS: envFields.shutdownTimeoutSeconds,
     HOST: envFields.host,
     NOTIFIER_PORT: envFields.port(3003),
     /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */

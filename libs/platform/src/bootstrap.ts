@@ -14,7 +14,10 @@ import { mountRequestLogging, REQUEST_ID, REQUEST_ID_HEADER } from './logging/lo
 import { serveManagement } from './management';
 import { observeHttpDuration } from './metrics/http-metrics';
 
-export interface HttpAppOptions<S extends z.ZodType> {
+/** What every HTTP app's configuration has, whatever else it holds. */
+type CommonConfig = { SHUTDOWN_TIMEOUT_SECONDS: number };
+
+export interface HttpAppOptions<S extends z.ZodType<CommonConfig>> {
   name: string;
   module: Type<unknown>;
   schema: S;
@@ -35,7 +38,7 @@ export interface HttpAppOptions<S extends z.ZodType> {
  * Validates the environment, starts the app with JSON logs, problem+json errors, `/docs` and
  * graceful shutdown on SIGTERM/SIGINT. A bad config exits 1 with one line naming the variable.
  */
-export async function runHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>): Promise<INestApplication> {
+export async function runHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppOptions<S>): Promise<INestApplication> {
   const config = configOrExit(options.name, options.schema);
   try {
     return await startHttpApp(options, config);
@@ -45,7 +48,7 @@ export async function runHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>
   }
 }
 
-async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, config: z.infer<S>) {
+async function startHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppOptions<S>, config: z.infer<S>) {
   const app = await NestFactory.create(options.module, new ExpressAdapterKeepingShapes(), {
     bufferLogs: true,
     abortOnError: false,
@@ -54,6 +57,7 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
   const { host, port, managementPort } = options.listen(config);
   const document = configureHttpApp(app, { ...options, serveDocs: managementPort === undefined });
   guardDatabaseConnections(app);
+  exitIfShutdownOutlasts(config.SHUTDOWN_TIMEOUT_SECONDS, app.get(Logger));
   answerUnparseableRequestsAsProblems(app.getHttpServer());
   await app.listen(port, host);
   if (managementPort !== undefined) {
@@ -63,6 +67,26 @@ async function startHttpApp<S extends z.ZodType>(options: HttpAppOptions<S>, con
     app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
   }
   return app;
+}
+
+/**
+ * A graceful shutdown waits for the work in flight, and that work may wait on a dependency that has
+ * stopped answering (a network partition: no error, no reset, no answer). From the first SIGTERM or
+ * SIGINT, Nest's shutdown hooks get `seconds`; past that the process logs why and exits 1 rather than
+ * live on until something kills it without a word. Everything the service promises holds across such
+ * an exit, as across a crash: a relay's unmarked batch is published again, a consumer's uncommitted
+ * offsets are read again.
+ */
+function exitIfShutdownOutlasts(seconds: number, logger: Logger): void {
+  const arm = (signal: NodeJS.Signals) =>
+    setTimeout(() => {
+      logger.error(`shutdown did not finish within ${seconds} s of ${signal} (SHUTDOWN_TIMEOUT_SECONDS); exiting`);
+      process.exit(1);
+    }, seconds * 1000).unref();
+  // Once each: after its hooks Nest re-raises the signal, which must then end the process (Nest itself
+  // ignores further signals while its hooks run: the deadline is what ends a shutdown that hangs).
+  process.once('SIGTERM', arm);
+  process.once('SIGINT', arm);
 }
 
 /** Every app with a database: a connection whose session ends just as it is handed out must not kill the process. */
@@ -83,7 +107,7 @@ function guardDatabaseConnections(app: INestApplication): void {
  */
 export function configureHttpApp(
   app: INestApplication,
-  options: Pick<HttpAppOptions<z.ZodType>, 'name' | 'describe' | 'problems'> & { serveDocs?: boolean },
+  options: Pick<HttpAppOptions<z.ZodType<CommonConfig>>, 'name' | 'describe' | 'problems'> & { serveDocs?: boolean },
 ): OpenAPIObject {
   app.useLogger(app.get(Logger));
   const express = app.getHttpAdapter().getInstance() as { disable?: (setting: string) => void };

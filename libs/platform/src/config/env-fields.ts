@@ -14,6 +14,11 @@ export const envFields = {
         message: 'must be a postgres:// URL',
       }),
   poolSize: z.coerce.number().int().min(1).max(200).default(10),
+  /**
+   * How long a graceful shutdown (SIGTERM, SIGINT) may take before the process gives up on it, logs
+   * why and exits 1. Below an orchestrator's own grace period (Kubernetes: 30 s) so the reason is logged.
+   */
+  shutdownTimeoutSeconds: z.coerce.number().int().min(1).max(3600).default(25),
   kafkaBrokers: z
     .string()
     .default('127.0.0.1:9092')
