@@ -129,8 +129,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /**
-   * Publishes batch after batch while the backlog lasts, keeping Kafka busy: while one batch is in
-   * flight, the next is claimed and the one before is marked and committed. A batch is sent only after
+   * Publishes batch after batch while the backlog lasts or new rows keep being notified, keeping Kafka
+   * busy: while one batch is in flight, the next is claimed and the one before is marked and committed. A batch is sent only after
    * the one before it was acknowledged in full (one request in flight: per-key order). A refusal, an
    * outage or a database error gives the batch claimed ahead back unsent, and nothing is left in flight
    * when this returns or throws. Rows in flight after their claim committed stay this instance's: their
@@ -147,7 +147,12 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     try {
       for (;;) {
         await runner.startTransaction();
-        const ahead = !this.stopping && !this.ownership.due() && (!sending || claimed === batchSize);
+        // Claim ahead while a batch is in flight when the last claim was full (a backlog) or new rows
+        // were notified meanwhile (a steady trickle: they go out as soon as the batch before is acknowledged).
+        const ahead = !this.stopping && !this.ownership.due() && (!sending || claimed === batchSize || this.woken);
+        // This claim sees every row committed before it starts: a notification that came earlier is
+        // answered by it; one that comes later sets `woken` again.
+        if (ahead) this.woken = false;
         const rows = ahead ? await claimBatch(runner.manager, { shards, shardCount, limit: batchSize, exclude: sending?.ids }) : [];
         if (ahead || !sending) claimed = rows.length;
         const done = sending;
