@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { startApp } from './support/apps';
+import { eventually } from './support/eventually';
 import { OrdersDb } from './support/orders-db';
 import { searchSettings } from './support/search';
 import { TcpProxy } from './support/tcp-proxy';
@@ -7,14 +8,6 @@ import { testEnv } from './support/test-env';
 
 const LISTENING = `application_name = 'command-api' AND query = 'LISTEN api_clients_changed' AND datname = current_database()`;
 const EXIT_WITHIN_MS = 15_000;
-
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /**
  * The command API keeps a session of its own listening for API-client changes, and opens it again
@@ -37,10 +30,18 @@ describe('shutdown closes a session that connects while the app is stopping', ()
         try {
           const listening = async () =>
             (await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${LISTENING}`)).rows[0].n;
-          await until(async () => (await listening()) === 1, 'the command API listens for API-client changes');
+          await eventually(listening, (n) => n === 1, {
+            timeoutMs: 15_000,
+            intervalMs: 20,
+            what: 'the command API listening for API-client changes',
+          });
           proxy.hold();
           await db.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${LISTENING}`);
-          await until(async () => proxy.waiting > 0, 'the command API reconnects its listening session');
+          await eventually(
+            () => proxy.waiting,
+            (n) => n > 0,
+            { timeoutMs: 15_000, intervalMs: 20, what: 'the command API reconnecting its listening session' },
+          );
           const exited = api.stop('SIGTERM');
           await new Promise((resolve) => setTimeout(resolve, releaseAfterMs));
           proxy.release();

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { startApp } from './support/apps';
+import { eventually } from './support/eventually';
 import { OrdersDb } from './support/orders-db';
 import { searchSettings } from './support/search';
 import { TcpProxy } from './support/tcp-proxy';
@@ -8,14 +9,6 @@ import { testEnv } from './support/test-env';
 const DEADLINE_SECONDS = 2;
 /** The deadline, plus the time a process takes to log and exit on a loaded machine. */
 const EXIT_WITHIN_MS = DEADLINE_SECONDS * 1000 + 8_000;
-
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /**
  * A graceful shutdown waits for work in flight, and work in flight can wait on a dependency that
@@ -30,22 +23,22 @@ describe('a shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_SECONDS', () =>
   afterAll(() => db.close());
 
   /** A relay reaching PostgreSQL through `proxy`, once it owns shards. */
-  async function startRelay(proxy: TcpProxy, deadlineSeconds: number) {
+  async function startRelay(proxy: TcpProxy) {
     const url = new URL(testEnv.ordersUrl);
     url.port = String(proxy.port);
     const relay = await startApp('outbox-relay', {
       ORDERS_DATABASE_URL: url.toString(),
-      SHUTDOWN_TIMEOUT_SECONDS: String(deadlineSeconds),
+      SHUTDOWN_TIMEOUT_SECONDS: String(DEADLINE_SECONDS),
       RELAY_POLL_INTERVAL_MS: '100',
     });
-    const owned = async () =>
+    const owning = async () =>
       (
         await db.pool.query(
           `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
            WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'outbox-relay' AND a.datname = current_database()`,
         )
-      ).rows[0].n > 0;
-    await until(owned, 'the relay owns shards');
+      ).rows[0].n;
+    await eventually(owning, (shards) => shards > 0, { timeoutMs: 15_000, intervalMs: 20, what: 'the relay owning shards' });
     return relay;
   }
 
@@ -58,7 +51,7 @@ describe('a shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_SECONDS', () =>
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 0, max: 1_500 }), async (signalAfterMs) => {
         const proxy = await proxyToPostgres();
-        const relay = await startRelay(proxy, DEADLINE_SECONDS);
+        const relay = await startRelay(proxy);
         try {
           proxy.freeze();
           await new Promise((resolve) => setTimeout(resolve, signalAfterMs));
