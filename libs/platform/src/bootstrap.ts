@@ -36,7 +36,8 @@ export interface HttpAppOptions<S extends z.ZodType<CommonConfig>> {
 
 /**
  * Validates the environment, starts the app with JSON logs, problem+json errors, `/docs` and
- * graceful shutdown on SIGTERM/SIGINT. A bad config exits 1 with one line naming the variable.
+ * graceful shutdown on SIGTERM/SIGINT (bounded by SHUTDOWN_TIMEOUT_SECONDS). A bad config exits 1
+ * with one line naming the variable.
  */
 export async function runHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppOptions<S>): Promise<INestApplication> {
   const config = configOrExit(options.name, options.schema);

@@ -130,10 +130,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
 
   /**
    * Publishes batch after batch while the backlog lasts or new rows keep being notified, keeping Kafka
-   * busy: while one batch is in flight, the next is claimed and the one before is marked and committed. A batch is sent only after
-   * the one before it was acknowledged in full (one request in flight: per-key order). A refusal, an
-   * outage or a database error gives the batch claimed ahead back unsent, and nothing is left in flight
-   * when this returns or throws. Rows in flight after their claim committed stay this instance's: their
+   * busy: while one batch is in flight, the next is claimed and the one before is marked and
+   * committed. A batch is sent only after the one before it was acknowledged in full (one request in
+   * flight: per-key order). A refusal, an outage or a database error gives the batch claimed ahead
+   * back unsent, and nothing is left in flight when this returns or throws. Rows in flight after their claim committed stay this instance's: their
    * shards change owner only in maintenance, which waits for this to return, and the next claim skips
    * them. Returns the size of the last claim (a full one means there is more).
    */
