@@ -69,7 +69,7 @@ export class TcpProxy {
 
   /**
    * Stops every byte on the open connections, both ways, and holds new ones: a network partition,
-   * where nothing is reset or closed and nothing arrives. `cut` ends it.
+   * where nothing is reset or closed and nothing arrives. `cut` ends it (then `restore`).
    */
   freeze(): void {
     this.hold();
@@ -83,6 +83,9 @@ export class TcpProxy {
   async cut(): Promise<void> {
     const server = this.server;
     this.server = undefined;
+    // Whatever `hold` or `freeze` kept waiting goes too: `restore` starts from a working network.
+    this.holding = false;
+    this.held.length = 0;
     for (const socket of this.sockets) socket.destroy();
     if (server) await new Promise((resolve) => server.close(resolve));
   }

@@ -133,9 +133,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
    * busy: while one batch is in flight, the next is claimed and the one before is marked and
    * committed. A batch is sent only after the one before it was acknowledged in full (one request in
    * flight: per-key order). A refusal, an outage or a database error gives the batch claimed ahead
-   * back unsent, and nothing is left in flight when this returns or throws. Rows in flight after their claim committed stay this instance's: their
-   * shards change owner only in maintenance, which waits for this to return, and the next claim skips
-   * them. Returns the size of the last claim (a full one means there is more).
+   * back unsent, and nothing is left in flight when this returns or throws. Rows in flight after
+   * their claim committed stay this instance's: their shards change owner only in maintenance, which
+   * waits for this to return, and the next claim skips them. Returns the size of the last claim (a
+   * full one means there is more).
    */
   private async publishBacklog(session: DedicatedSession): Promise<number> {
     const shards = this.ownership.shards();
