@@ -1,6 +1,14 @@
 import { DataSource } from 'typeorm';
 import { failureKind, fromHandler } from '../libs/inbox/src/failure-kind';
-import { inTransaction, isDatabaseUnreachable, postgresOptions, queryRows, queryThenCommit, thrownByStatement } from '@app/platform';
+import {
+  inOneStatement,
+  inTransaction,
+  isDatabaseUnreachable,
+  postgresOptions,
+  queryRows,
+  queryThenCommit,
+  thrownByStatement,
+} from '@app/platform';
 import { testEnv } from './support/test-env';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -173,5 +181,107 @@ describe.each([
     ).rejects.toThrow('injected before COMMIT');
     expect(seen).toEqual(['written']);
     expect(await observer.query(`SELECT * FROM ${table}`)).toEqual([]);
+  });
+});
+
+/**
+ * inOneStatement sends a decided command's one statement outside a transaction block: PostgreSQL makes
+ * it a transaction of its own. It must be as atomic as inTransaction's, and pool connections as cleanly.
+ */
+describe.each([
+  ['one statement per round trip', false],
+  ['pipelined', true],
+])('inOneStatement (%s)', (_mode, pipeline) => {
+  const dataSource = new DataSource(
+    postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-in-one-statement', poolSize: 1, pipeline }),
+  );
+  const observer = new DataSource(postgresOptions({ url: testEnv.ordersUrl, applicationName: 'e2e-observer', poolSize: 1 }));
+  const table = `in_one_statement_probe_${process.pid}_${pipeline ? 'p' : 's'}`;
+  /** Three rows in one statement, the last of them `third`: with a duplicate id, the statement fails as a whole. */
+  const threeRows = `WITH a AS (INSERT INTO ${table} (id, step) VALUES ($1, 1)), b AS (INSERT INTO ${table} (id, step) VALUES ($2, 2))
+    INSERT INTO ${table} (id, step) VALUES ($3, 3) RETURNING pg_backend_pid() AS pid`;
+
+  beforeAll(async () => {
+    await Promise.all([dataSource.initialize(), observer.initialize()]);
+    await observer.query(`CREATE TABLE IF NOT EXISTS ${table} (id int PRIMARY KEY, step int NOT NULL)`);
+  });
+  beforeEach(() => observer.query(`TRUNCATE ${table}`));
+  afterAll(async () => {
+    await observer.query(`DROP TABLE IF EXISTS ${table}`);
+    await Promise.all([dataSource.destroy(), observer.destroy()]);
+  });
+
+  const statement = (ids: [number, number, number]) =>
+    inOneStatement(dataSource, (db) => queryThenCommit<{ pid: number }>(db, threeRows, ids).then(({ rows }) => rows[0].pid));
+  const ids = async () => (await observer.query(`SELECT id FROM ${table} ORDER BY id`)).map((row: { id: number }) => row.id);
+
+  it('commits the statement as a transaction of its own, with no transaction left open on the connection', async () => {
+    const pid = await statement([1, 2, 3]);
+    expect(await ids()).toEqual([1, 2, 3]);
+    const [activity] = await observer.query(`SELECT state, backend_xid FROM pg_stat_activity WHERE pid = $1`, [pid]);
+    expect(activity).toEqual({ state: 'idle', backend_xid: null });
+  });
+
+  it('commits nothing of a statement that fails in its last part, and hands the same connection back', async () => {
+    const first = await statement([1, 2, 3]);
+    await expect(statement([4, 5, 1])).rejects.toMatchObject({ code: '23505' }); // 1 exists: 4 and 5 must not stay
+    expect(await ids()).toEqual([1, 2, 3]);
+    expect(await statement([6, 7, 8])).toBe(first);
+  });
+
+  it('destroys a connection whose session was lost while borrowed: the next borrower gets a new one', async () => {
+    let killed = 0;
+    const error = await inOneStatement(dataSource, async (db) => {
+      killed = (db as unknown as { processID: number }).processID;
+      await observer.query('SELECT pg_terminate_backend($1)', [killed]);
+      await pause(50);
+      return queryThenCommit(db, threeRows, [4, 5, 6]);
+    }).catch((caught: unknown) => caught);
+    expect(isDatabaseUnreachable(error)).toBe(true);
+    expect(await statement([7, 8, 9])).not.toBe(killed);
+    expect(await ids()).toEqual([7, 8, 9]);
+  });
+
+  it('under sessions terminated at random moments, each statement commits all of its rows or none, and the pool keeps working', async () => {
+    // The third row waits 2 ms: a termination 0-4 ms after the statement is sent lands before, during or after it.
+    const slowThreeRows = `WITH a AS (INSERT INTO ${table} (id, step) VALUES ($1, 1)), b AS (INSERT INTO ${table} (id, step) VALUES ($2, 2))
+      INSERT INTO ${table} (id, step) SELECT $3, 3 FROM pg_sleep(0.002)`;
+    const outcomes: ('committed' | 'lost')[] = [];
+    for (let id = 100; id < 140; id++) {
+      const run = inOneStatement(dataSource, (db) => {
+        const backend = (db as unknown as { processID: number }).processID;
+        setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), Math.random() * 4);
+        return queryThenCommit(db, slowThreeRows, [id * 10 + 1, id * 10 + 2, id * 10 + 3]);
+      });
+      outcomes.push(
+        await run.then(
+          () => 'committed' as const,
+          (error) => {
+            if (!isDatabaseUnreachable(error)) throw error;
+            return 'lost' as const;
+          },
+        ),
+      );
+      await pause(10); // the termination, if it came late, lands before the next statement starts
+    }
+    const perStatement = new Map<number, number>();
+    for (const id of await ids()) perStatement.set(Math.floor(id / 10), (perStatement.get(Math.floor(id / 10)) ?? 0) + 1);
+    // All three rows or none: a lost statement may still have committed, so "lost" allows 0 or 3.
+    expect([...perStatement.values()].every((n) => n === 3)).toBe(true);
+    outcomes.forEach((outcome, i) => {
+      if (outcome === 'committed') expect(perStatement.get(100 + i)).toBe(3);
+    });
+    expect(outcomes).toContain('lost');
+    expect(await statement([1, 2, 3])).toEqual(expect.any(Number));
+  });
+
+  it('refuses work that sends no statement through queryThenCommit, or a second one', async () => {
+    await expect(inOneStatement(dataSource, async () => 'nothing sent')).rejects.toThrow(/sent no statement through queryThenCommit/);
+    const second = await inOneStatement(dataSource, async (db) => {
+      await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES (1, 1)`);
+      return queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES (2, 1)`).catch((caught: unknown) => caught);
+    });
+    expect(second).toEqual(new Error('queryThenCommit: this transaction has already ended'));
+    expect(await ids()).toEqual([1]);
   });
 });

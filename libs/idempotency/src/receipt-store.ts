@@ -205,11 +205,12 @@ function replayOrRefuse(request: IdempotentRequest, existing: ClaimRow): Claim |
  * Claims `request.scope` with `decided`, the answer of a command that is known before it runs (nothing
  * the database holds can change it), in one statement that is the transaction's only one: the receipt
  * is inserted complete, and `decided.withReceipt` is written only if that insert claimed the scope.
- * Where the transaction is `inTransaction`'s on a pipelined pool, BEGIN, the statement and COMMIT go
- * in one write: one round trip. Otherwise the statement finds the committed receipt, and nothing is
- * written: it is replayed or refused as by `claimScope`. `undecided` when the receipt has expired (it
- * is replaced only by `claimScope`'s conditional UPDATE) or was committed while the statement waited
- * on it (not in its snapshot): the caller then runs the command the general way, in a new transaction.
+ * Sent alone by `inOneStatement`, it is a transaction of its own; in `inTransaction`'s on a pipelined
+ * pool, BEGIN, the statement and COMMIT go in one write. Either way one round trip. Otherwise the
+ * statement finds the committed receipt, and nothing is written: it is replayed or refused as by
+ * `claimScope`. `undecided` when the receipt has expired (it is replaced only by `claimScope`'s
+ * conditional UPDATE) or was committed while the statement waited on it (not in its snapshot): the
+ * caller then runs the command the general way, in a new transaction.
  */
 export async function claimDecided(
   db: Queryable,

@@ -5,7 +5,7 @@ import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { idempotentOperations } from '@app/contracts';
 import { CommandResult, IdempotentRequest, IdempotentResponse, ReplayCache, runDecided, runIdempotent } from '@app/idempotency';
-import { inTransaction, Queryable, retryOnLostSession } from '@app/platform';
+import { inOneStatement, inTransaction, Queryable, retryOnLostSession } from '@app/platform';
 import { CommandApiConfig } from '../config';
 import { InjectedFault } from '../http/problem-catalog';
 import { CommandContext } from './command-context';
@@ -30,9 +30,10 @@ export type Command = { decide: () => CommandResult } | { execute: Execute };
 /**
  * Runs each idempotent command in one transaction: claim the scope, execute, store the response with
  * the command's events (runIdempotent), COMMIT; a decided command's claim, answer, effect and events
- * are one statement (runDecided), and where that statement cannot decide (the receipt expired, or was
- * committed while it waited) nothing was written and the command runs the general way in a new
- * transaction. READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation
+ * are one statement (runDecided), sent outside a transaction block (inOneStatement: PostgreSQL makes
+ * it a transaction of its own, with no BEGIN and COMMIT to send and answer), and where it cannot
+ * decide (the receipt expired, or was committed while it waited) nothing was written and the command
+ * runs the general way in a new transaction. READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation
  * level, serialises duplicates. A lost session reruns the whole transaction: the rerun decides again
  * from what is committed (docs/idempotency.md). A retry whose committed receipt this process holds
  * (ReplayCache) is answered without the database.
@@ -63,7 +64,7 @@ export class CommandRunner {
     let execute: Execute;
     if ('decide' in command) {
       const answer = command.decide();
-      decided = await this.transaction(context, (db) => runDecided(db, request, answer));
+      decided = await this.oneStatement(context, (db) => runDecided(db, request, answer));
       execute = () => Promise.resolve(answer);
     } else {
       execute = command.execute;
@@ -77,6 +78,12 @@ export class CommandRunner {
   private transaction<T extends IdempotentResponse | undefined>(context: CommandContext, work: (db: Queryable) => Promise<T>): Promise<T> {
     const hooks = context.failBeforeCommit ? { beforeCommit: failUnlessReplayed } : {};
     return retryOnLostSession(() => inTransaction(this.dataSource, work, hooks));
+  }
+
+  /** runDecided's one statement, a transaction of its own; in a transaction block when a fault is injected before COMMIT. */
+  private oneStatement(context: CommandContext, work: (db: Queryable) => Promise<IdempotentResponse | undefined>) {
+    if (context.failBeforeCommit) return this.transaction(context, work);
+    return retryOnLostSession(() => inOneStatement(this.dataSource, work));
   }
 
   private replayFromMemory(request: IdempotentRequest): IdempotentResponse | undefined {

