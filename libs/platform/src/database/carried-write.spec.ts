@@ -51,3 +51,37 @@ describe('carrying', () => {
     expect(carriedInsert(write('t', [['a1', 1]]), 1)).toBe('INSERT INTO t (a, b) VALUES ($1::uuid, $2::int)');
   });
 });
+
+describe('carrying the same shape again', () => {
+  const columns = [
+    ['a', 'uuid'],
+    ['b', 'int'],
+  ] as const;
+  const carried = (rows: unknown[][], parameters: unknown[] = ['x']) =>
+    carrying([{ name: 'w', table: 't', columns, rows }], 'SELECT $1::text', parameters, { onlyIf: 'true' });
+
+  it('gives the same string object with the new parameters, and its own text to every other shape', () => {
+    const [first, firstParameters] = carried([['a1', 1]]);
+    const [again, againParameters] = carried([['a2', 2]], ['y']);
+    expect(again).toBe(first);
+    expect(firstParameters).toEqual(['x', 'a1', 1]);
+    expect(againParameters).toEqual(['y', 'a2', 2]);
+    // Two rows, or one more parameter before them: other numbering, other text.
+    const [twoRows] = carried([
+      ['a1', 1],
+      ['a2', 2],
+    ]);
+    expect(twoRows).toContain('($2::uuid, $3::int), ($4::uuid, $5::int)');
+    const [shifted] = carried([['a1', 1]], ['x', 'z']);
+    expect(shifted).toContain('($3::uuid, $4::int)');
+    expect(new Set([first, twoRows, shifted]).size).toBe(3);
+  });
+
+  it('builds every text right also past the number of shapes it remembers', () => {
+    for (let i = 0; i < 600; i++) {
+      const [sql, parameters] = carrying([write(`w${i}`, [['a', i]])], `SELECT ${i}`, []);
+      expect(sql).toBe(`WITH w${i} AS (INSERT INTO w${i} (a, b) VALUES ($1::uuid, $2::int))\nSELECT ${i}`);
+      expect(parameters).toEqual(['a', i]);
+    }
+  });
+});
