@@ -102,8 +102,9 @@ export class BareDriverCreate {
 /**
  * The ceiling for `POST /v1/orders` as the command path now sends it (a decided command): the same
  * statement — the claim inserting the receipt with its answer, the order and its outbox row inserted
- * only if the claim succeeded, the claim or the receipt found returned — with BEGIN and COMMIT
- * pipelined around it (pg's pipeline mode): one round trip, through the bare `pg` driver, no HTTP.
+ * only if the claim succeeded, the claim or the receipt found returned — sent alone, a transaction of
+ * its own as the command path sends it (inOneStatement): one round trip, through the bare `pg` driver
+ * (in pg's pipeline mode, as the command-api's pool), no HTTP.
  */
 export class BareDriverOneStatement {
   private readonly pool: Pool;
@@ -140,11 +141,9 @@ export class BareDriverOneStatement {
     const payload = { orderId, tenantId, sku: fields.sku, quantity: fields.quantity, customerRef: null, placedAt: order.createdAt };
     const client = await this.pool.connect();
     try {
-      const sent = await Promise.allSettled([
-        client.query('BEGIN'),
-        client.query({
-          name: 'bench-one-statement',
-          text: `
+      const claimed = await client.query<{ claimed: boolean }>({
+        name: 'bench-one-statement',
+        text: `
           WITH claimed AS (
             INSERT INTO idempotency_receipts
               (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, expires_at,
@@ -167,29 +166,24 @@ export class BareDriverOneStatement {
           UNION ALL
           SELECT false, now(), expires_at FROM idempotency_receipts
           WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT FROM claimed)`,
-          values: [
-            tenantId,
-            Operations.createOrder,
-            key,
-            print.value,
-            print.version,
-            JSON.stringify({ Location: `/v1/orders/${orderId}` }),
-            JSON.stringify(order),
-            orderId,
-            randomUUID(),
-            Topics.orderEvents,
-            keyHash(orderId),
-            JSON.stringify(payload),
-            fields.sku,
-            fields.quantity,
-            createdAt,
-          ],
-        }),
-        client.query('COMMIT'),
-      ]);
-      const failed = sent.find((result) => result.status === 'rejected');
-      if (failed) throw failed.reason;
-      const claimed = (sent[1] as PromiseFulfilledResult<{ rows: { claimed: boolean }[] }>).value;
+        values: [
+          tenantId,
+          Operations.createOrder,
+          key,
+          print.value,
+          print.version,
+          JSON.stringify({ Location: `/v1/orders/${orderId}` }),
+          JSON.stringify(order),
+          orderId,
+          randomUUID(),
+          Topics.orderEvents,
+          keyHash(orderId),
+          JSON.stringify(payload),
+          fields.sku,
+          fields.quantity,
+          createdAt,
+        ],
+      });
       if (!claimed.rows[0]?.claimed) throw new Error(`bare driver: key ${key} was already claimed`);
     } finally {
       client.release();

@@ -61,7 +61,7 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       name: 'bare pg driver, one statement',
       measures:
         'the transaction as the command path now sends an order without a customerRef: one statement (claim with the answer, ' +
-        'order and outbox row only if claimed), BEGIN and COMMIT pipelined around it, through the bare pg driver',
+        'order and outbox row only if claimed), sent alone as a transaction of its own, through the bare pg driver',
       workers: options.concurrency,
       connections: 1,
       orders: (units) => units,
@@ -225,7 +225,7 @@ function section(report: BenchReport): BenchSection {
       'afterwards (one order, receipt and outbox row per key). Baseline: the **bare `pg` driver** running the transaction ' +
       'of a first execution (claim, order, outbox row, receipt update, each its own statement; prepared, the same pool size) ' +
       'with no HTTP and no framework, in the same run: the transaction issue 12 names. Since an order without a customerRef ' +
-      'is one statement, a second row runs that statement through the bare driver (BEGIN and COMMIT pipelined around it, ' +
+      'is one statement, a second row runs that statement through the bare driver (sent alone, a transaction of its own, ' +
       "one round trip): the same transaction as the command path's, so first execution / that row is what HTTP and the " +
       'service cost over the driver. After a warm-up of every scenario, ' +
       `${report.settings.rounds} rounds each run every scenario in turn, every other round in the opposite order, so that the ` +
