@@ -14,6 +14,34 @@ import { testEnv } from './support/test-env';
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Runs `attempt(id)` for ids 100-139, each unit writing rows id * 10 + 1..3 while its session is
+ * terminated at a random moment, and checks that every unit committed all three rows or none: a lost
+ * one may still have committed (0 or 3), a committed one has its three. Some units must have been lost.
+ */
+async function eachAllOrNone(attempt: (id: number) => Promise<unknown>, committedIds: () => Promise<number[]>): Promise<void> {
+  const outcomes: ('committed' | 'lost')[] = [];
+  for (let id = 100; id < 140; id++) {
+    outcomes.push(
+      await attempt(id).then(
+        () => 'committed' as const,
+        (error) => {
+          if (!isDatabaseUnreachable(error)) throw error;
+          return 'lost' as const;
+        },
+      ),
+    );
+    await pause(10); // the termination, if it came late, lands before the next unit starts
+  }
+  const perUnit = new Map<number, number>();
+  for (const id of await committedIds()) perUnit.set(Math.floor(id / 10), (perUnit.get(Math.floor(id / 10)) ?? 0) + 1);
+  expect([...perUnit.values()].every((n) => n === 3)).toBe(true);
+  outcomes.forEach((outcome, i) => {
+    if (outcome === 'committed') expect(perUnit.get(100 + i)).toBe(3);
+  });
+  expect(outcomes).toContain('lost');
+}
+
+/**
  * inTransaction is the command path's transaction on a bare pg client with prepared statements: a
  * connection must go back to the pool clean (no open transaction) or not at all. Each case runs on a
  * plain pool and on one in pg's pipeline mode, where BEGIN and COMMIT travel with the statements.
@@ -79,36 +107,18 @@ describe.each([
 
   it('under sessions terminated at random moments, each transaction commits all of its rows or none, and the pool keeps working', async () => {
     await observer.query(`TRUNCATE ${table}`);
-    const outcomes: ('committed' | 'lost')[] = [];
-    for (let id = 100; id < 140; id++) {
-      const killAfter = Math.random() * 6; // ms: before, between or after the statements, or during COMMIT (alone or with the last)
-      const run = inTransaction(dataSource, async (db) => {
-        const backend = await pid(db);
-        setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), killAfter);
-        for (let step = 1; step <= 2; step++)
-          await queryRows(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + step, step]);
-        await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + 3, 3]);
-      });
-      outcomes.push(
-        await run.then(
-          () => 'committed' as const,
-          (error) => {
-            if (!isDatabaseUnreachable(error)) throw error;
-            return 'lost' as const;
-          },
-        ),
-      );
-      await pause(10); // the termination, if it came late, lands before the next transaction starts
-    }
-    const rows: { id: number }[] = await observer.query(`SELECT id FROM ${table}`);
-    const perTransaction = new Map<number, number>();
-    for (const { id } of rows) perTransaction.set(Math.floor(id / 10), (perTransaction.get(Math.floor(id / 10)) ?? 0) + 1);
-    // All three rows or none: a lost COMMIT may still have committed, so "lost" allows 0 or 3.
-    expect([...perTransaction.values()].every((n) => n === 3)).toBe(true);
-    outcomes.forEach((outcome, i) => {
-      if (outcome === 'committed') expect(perTransaction.get(100 + i)).toBe(3);
-    });
-    expect(outcomes).toContain('lost');
+    await eachAllOrNone(
+      (id) =>
+        inTransaction(dataSource, async (db) => {
+          const backend = await pid(db);
+          // ms: before, between or after the statements, or during COMMIT (alone or with the last)
+          setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), Math.random() * 6);
+          for (let step = 1; step <= 2; step++)
+            await queryRows(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + step, step]);
+          await queryThenCommit(db, `INSERT INTO ${table} (id, step) VALUES ($1, $2)`, [id * 10 + 3, 3]);
+        }),
+      async () => (await observer.query(`SELECT id FROM ${table}`)).map((row: { id: number }) => row.id),
+    );
     // And the pool still serves: a clean transaction on a working connection.
     expect(await inTransaction(dataSource, (db) => queryRows(db, 'SELECT 1 AS one').then(({ rows: r }) => r[0]))).toEqual({ one: 1 });
   });
@@ -246,32 +256,15 @@ describe.each([
     // The third row waits 2 ms: a termination 0-4 ms after the statement is sent lands before, during or after it.
     const slowThreeRows = `WITH a AS (INSERT INTO ${table} (id, step) VALUES ($1, 1)), b AS (INSERT INTO ${table} (id, step) VALUES ($2, 2))
       INSERT INTO ${table} (id, step) SELECT $3, 3 FROM pg_sleep(0.002)`;
-    const outcomes: ('committed' | 'lost')[] = [];
-    for (let id = 100; id < 140; id++) {
-      const run = inOneStatement(dataSource, (db) => {
-        const backend = (db as unknown as { processID: number }).processID;
-        setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), Math.random() * 4);
-        return queryThenCommit(db, slowThreeRows, [id * 10 + 1, id * 10 + 2, id * 10 + 3]);
-      });
-      outcomes.push(
-        await run.then(
-          () => 'committed' as const,
-          (error) => {
-            if (!isDatabaseUnreachable(error)) throw error;
-            return 'lost' as const;
-          },
-        ),
-      );
-      await pause(10); // the termination, if it came late, lands before the next statement starts
-    }
-    const perStatement = new Map<number, number>();
-    for (const id of await ids()) perStatement.set(Math.floor(id / 10), (perStatement.get(Math.floor(id / 10)) ?? 0) + 1);
-    // All three rows or none: a lost statement may still have committed, so "lost" allows 0 or 3.
-    expect([...perStatement.values()].every((n) => n === 3)).toBe(true);
-    outcomes.forEach((outcome, i) => {
-      if (outcome === 'committed') expect(perStatement.get(100 + i)).toBe(3);
-    });
-    expect(outcomes).toContain('lost');
+    await eachAllOrNone(
+      (id) =>
+        inOneStatement(dataSource, (db) => {
+          const backend = (db as unknown as { processID: number }).processID;
+          setTimeout(() => void observer.query('SELECT pg_terminate_backend($1)', [backend]), Math.random() * 4);
+          return queryThenCommit(db, slowThreeRows, [id * 10 + 1, id * 10 + 2, id * 10 + 3]);
+        }),
+      ids,
+    );
     expect(await statement([1, 2, 3])).toEqual(expect.any(Number));
   });
 
