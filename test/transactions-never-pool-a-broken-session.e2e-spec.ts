@@ -239,6 +239,18 @@ describe.each([
     expect(await statement([6, 7, 8])).toBe(first);
   });
 
+  it("hands the connection back when the work's own code throws after its statement, which stays committed", async () => {
+    let first = 0;
+    await expect(
+      inOneStatement(dataSource, async (db) => {
+        first = (await queryThenCommit<{ pid: number }>(db, threeRows, [1, 2, 3])).rows[0].pid;
+        throw new Error('refused after the statement');
+      }),
+    ).rejects.toThrow('refused after the statement');
+    expect(await ids()).toEqual([1, 2, 3]);
+    expect(await statement([4, 5, 6])).toBe(first);
+  });
+
   it('destroys a connection whose session was lost while borrowed: the next borrower gets a new one', async () => {
     let killed = 0;
     const error = await inOneStatement(dataSource, async (db) => {

@@ -33,10 +33,10 @@ export type Command = { decide: () => CommandResult } | { execute: Execute };
  * are one statement (runDecided), sent outside a transaction block (inOneStatement: PostgreSQL makes
  * it a transaction of its own, with no BEGIN and COMMIT to send and answer), and where it cannot
  * decide (the receipt expired, or was committed while it waited) nothing was written and the command
- * runs the general way in a new transaction. READ COMMITTED, PostgreSQL's default: the receipt's unique key, not the isolation
- * level, serialises duplicates. A lost session reruns the whole transaction: the rerun decides again
- * from what is committed (docs/idempotency.md). A retry whose committed receipt this process holds
- * (ReplayCache) is answered without the database.
+ * runs the general way in a new transaction. READ COMMITTED, PostgreSQL's default: the receipt's
+ * unique key, not the isolation level, serialises duplicates. A lost session reruns the whole
+ * transaction: the rerun decides again from what is committed (docs/idempotency.md). A retry whose
+ * committed receipt this process holds (ReplayCache) is answered without the database.
  *
  * With fault injection on (tests and the demo only) and `X-Fault-Injection: before-commit`, the
  * command fails after its effect, its events and its receipt are written, before COMMIT (which then

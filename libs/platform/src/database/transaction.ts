@@ -2,7 +2,7 @@ import { DatabaseError } from 'pg';
 import type { Client, ClientBase, Pool, PoolClient, QueryResult } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { isDatabaseUnreachable } from './database-errors';
-import { Queryable, queryRows } from './query-rows';
+import { Queryable, queryRows, thrownByStatement } from './query-rows';
 
 /** The pg pool behind a TypeORM data source: one pool, one connection limit, for both ways in. */
 export function postgresPool(dataSource: DataSource): Pool {
@@ -85,8 +85,8 @@ export async function inTransaction<T>(
  * protocol fewer for the server and the driver: a replay read from the database 7,700 -> 10,300 per
  * second through the bare driver here. The work must send nothing before or after that statement (each
  * would be a transaction of its own); a second `queryThenCommit` is refused, and work that returns
- * without one rejects. A connection whose session failed (anything but an error PostgreSQL reported on
- * a live session) is destroyed, never handed to the next borrower.
+ * without one rejects. A connection whose statement failed other than by an error PostgreSQL reported
+ * on a live session is destroyed, never handed to the next borrower.
  */
 export async function inOneStatement<T>(dataSource: DataSource, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await postgresPool(dataSource).connect();
@@ -99,8 +99,10 @@ export async function inOneStatement<T>(dataSource: DataSource, work: (client: P
     if (!statement.ended) throw new Error('inOneStatement: the work sent no statement through queryThenCommit');
     return result;
   } catch (error) {
-    if (!(error instanceof DatabaseError) || isDatabaseUnreachable(error))
-      broken = error instanceof Error ? error : new Error(String(error));
+    // The session is in doubt only when the statement failed other than by PostgreSQL's answer on a live
+    // session; a throw of the work's own (IDEMPOTENCY.IN_PROGRESS from a lock timeout, say) leaves it sound.
+    const lost = isDatabaseUnreachable(error) || (thrownByStatement(error) && !(error instanceof DatabaseError));
+    if (lost) broken = error as Error;
     throw error;
   } finally {
     open.delete(client);
