@@ -13,6 +13,7 @@ import { buildForTests } from '../test/support/build';
 import { OrdersDb } from '../test/support/orders-db';
 import { testEnv } from '../test/support/test-env';
 import { BareDriverCreate, BareDriverOneStatement } from './bare-driver';
+import { processCpuMs } from './cpu';
 import { flameGraph } from './flame-graph';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { closedLoop, KeepAliveClient } from './load';
@@ -171,16 +172,6 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
       if (process.env.BENCH_KEEP_PROFILE) progress(`profile kept in ${profileDir}`);
       else rmSync(profileDir, { recursive: true, force: true });
     }
-  }
-}
-
-/** User plus system CPU a process has used so far, in ms (/proc/<pid>/stat; clock ticks of 10 ms). */
-function processCpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-  } catch {
-    return NaN; // not Linux: reported as n/a
   }
 }
 

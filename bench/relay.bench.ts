@@ -32,6 +32,7 @@ import { buildForTests } from '../test/support/build';
 import { testKafka } from '../test/support/kafka';
 import { describeServer, prepareBenchDatabases } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
+import { brokerPid, CpuShare, postgresCpuMs, processCpuMs, startCpuShare } from './cpu';
 import { flameGraph } from './flame-graph';
 import { benchArgs, integer, integerFlag, svgFlag } from './options';
 import { PEER_BATCH_SIZE, PEER_LOCK_MS, PEER_POLL_MS, PEER_TABLE, setupPeerOutbox } from './peers/pg-transactional-outbox';
@@ -161,18 +162,17 @@ async function asPrinted(db: Pool, work: Workload): Promise<Workload> {
 }
 
 /** The baseline: the same messages through a bare producer with the relay's settings, batch after batch. */
-async function bareProducer(kafka: Kafka, work: Workload): Promise<{ seconds: number; cpuMs: number }> {
+async function bareProducer(kafka: Kafka, work: Workload): Promise<{ seconds: number; cpu: CpuShare }> {
   const producer = orderedProducer(kafka);
   await producer.connect();
   try {
-    const cpu = process.cpuUsage();
+    const cpu = cpuShare(benchCpuMs);
     const started = performance.now();
     for (let i = 0; i < work.rows.length; i += BATCH_SIZE) {
       const messages: Message[] = work.rows.slice(i, i + BATCH_SIZE).map(toKafkaMessage);
       await producer.sendBatch({ acks: -1, topicMessages: [{ topic: work.topic, messages }] });
     }
-    const used = process.cpuUsage(cpu);
-    return { seconds: (performance.now() - started) / 1000, cpuMs: (used.user + used.system) / 1000 };
+    return { seconds: (performance.now() - started) / 1000, cpu: cpu(work.rows.length) };
   } finally {
     await producer.disconnect();
   }
@@ -182,7 +182,7 @@ async function bareProducer(kafka: Kafka, work: Workload): Promise<{ seconds: nu
  * Inserts the rows in sequence order, 50,000 per statement (one commit and one NOTIFY each). Returns
  * when the first statement committed (performance.now()): the relays start on those rows at once.
  */
-async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<number> {
+async function seed(db: Pool, rows: OutboxRow[], published = false, onFirstCommit?: () => void): Promise<number> {
   let firstCommit = NaN;
   for (let i = 0; i < rows.length; i += 50_000) {
     const part = rows.slice(i, i + 50_000);
@@ -206,7 +206,10 @@ async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<num
         published,
       ],
     );
-    if (i === 0) firstCommit = performance.now();
+    if (i === 0) {
+      firstCommit = performance.now();
+      onFirstCommit?.();
+    }
   }
   return firstCommit;
 }
@@ -215,10 +218,12 @@ async function seed(db: Pool, rows: OutboxRow[], published = false): Promise<num
  * Seeds the workload and waits until no row is left unpublished: seconds from the seed's first commit
  * (with more than 50,000 rows the relays publish the first statement's while the next is inserted). Polls
  * the last seeded row by its key first (a count of the unpublished rows every 10 ms would itself scan
- * the whole backlog, competing with the relay for the CPU), then counts the few left.
+ * the whole backlog, competing with the relay for the CPU), then counts the few left. Where the CPU
+ * went is counted over the same span (`publisherCpuMs` reads the publishers').
  */
-async function drain(db: Pool, work: Workload): Promise<number> {
-  const committed = await seed(db, work.rows);
+async function drain(db: Pool, work: Workload, publisherCpuMs = () => NaN): Promise<{ seconds: number; cpu: CpuShare }> {
+  let share: ((rows: number) => CpuShare) | undefined;
+  const committed = await seed(db, work.rows, false, () => (share = cpuShare(publisherCpuMs)));
   const deadline = Date.now() + 600_000;
   const lastId = work.rows[work.rows.length - 1].id;
   let lastPublished = false;
@@ -229,7 +234,10 @@ async function drain(db: Pool, work: Workload): Promise<number> {
     }
     if (lastPublished) {
       const { rows } = await db.query(/* sql */ `SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL`);
-      if (rows[0].n === 0) return (performance.now() - committed) / 1000;
+      if (rows[0].n === 0) {
+        const seconds = (performance.now() - committed) / 1000;
+        return { seconds, cpu: share!(work.rows.length) }; // seed started it at its first commit
+      }
     }
     if (Date.now() > deadline) throw new Error('not drained in 10 minutes');
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -290,16 +298,25 @@ async function readBack(kafka: Kafka, work: Workload, { timeoutMs = 120_000, exp
   return { missing, duplicates, keysOutOfOrder };
 }
 
-/** User plus system CPU the relays used so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms); NaN off Linux. */
+/** CPU the relays used so far, in ms. */
 function relaysCpuMs(relays: RunningApp[]): number {
-  return relays.reduce((sum, relay) => {
-    try {
-      const fields = readFileSync(`/proc/${relay.process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      return sum + ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-    } catch {
-      return NaN;
-    }
-  }, 0);
+  return relays.reduce((sum, relay) => sum + processCpuMs(relay.process.pid!), 0);
+}
+
+/** CPU this process (the bench, and the bare producer in it) used so far, in ms. */
+function benchCpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+
+/**
+ * Starts counting where the CPU goes while rows are published: the publisher (`publisher`: the relays or
+ * this process), PostgreSQL, the bench's broker, and the machine as a whole.
+ */
+function cpuShare(publisher: () => number): (rows: number) => CpuShare {
+  const port = Number(process.env.KAFKA_BROKERS?.split(',')[0].split(':').pop());
+  const broker = brokerPid(port);
+  return startCpuShare({ publisher, postgres: postgresCpuMs, broker: () => (broker === undefined ? NaN : processCpuMs(broker)) });
 }
 
 /** Rows each relay process drains before it is measured, and the bare producer's process sends before its rounds. */
@@ -456,8 +473,12 @@ interface Measurement {
   perSecond: number;
   /** To the baseline of the same round. */
   vsBaseline: number;
-  /** CPU the publishing process(es) used per 1,000 rows: the relays (/proc), or the bench process for the bare producer. */
-  cpuMsPer1000?: number;
+  /**
+   * Where the CPU went while the rows were published, per 1,000 rows: `publisher` (the relays, or this
+   * process for the bare producer), `postgres` (every PostgreSQL process) and `broker`; and how busy the
+   * machine's CPUs were.
+   */
+  cpu?: CpuShare;
   check?: Check;
 }
 
@@ -468,7 +489,7 @@ function measured(
   rows: number,
   seconds: number,
   base: number,
-  extra: Pick<Measurement, 'cpuMsPer1000' | 'check'> = {},
+  extra: Pick<Measurement, 'cpu' | 'check'> = {},
 ): Measurement {
   return { name, round, rows, seconds, perSecond: rows / seconds, vsBaseline: rows / seconds / base, ...extra };
 }
@@ -519,7 +540,7 @@ export async function run(argv: string[]): Promise<BenchResult> {
         seconds: baseline.seconds,
         perSecond: base,
         vsBaseline: 1,
-        cpuMsPer1000: (baseline.cpuMs * 1000) / options.rows,
+        cpu: baseline.cpu,
       });
       for (const count of options.instances) {
         const relayWork = { ...workload(options.rows, ''), topic: topic(`relay${count}-r${round}`) };
@@ -527,14 +548,12 @@ export async function run(argv: string[]): Promise<BenchResult> {
         await createTopic(kafka, relayWork.topic);
         const relays = await startWarmRelays(db, kafka, { count, rows: options.rows, topic: topic(`warmup-x${count}-r${round}`) });
         progress(`round ${round}: ${count} relay${count > 1 ? 's' : ''} draining ${options.rows} rows`);
-        const cpu = relaysCpuMs(relays);
-        const seconds = await drain(db, relayWork);
-        const cpuMsPer1000 = ((relaysCpuMs(relays) - cpu) * 1000) / options.rows;
+        const { seconds, cpu } = await drain(db, relayWork, () => relaysCpuMs(relays));
         await stopRelays(relays, problems);
         const check = await readBack(kafka, relayWork);
         const name = `outbox-relay x${count}`;
         checked(`${name} round ${round}`, check);
-        measurements.push(measured(name, round, options.rows, seconds, base, { cpuMsPer1000, check }));
+        measurements.push(measured(name, round, options.rows, seconds, base, { cpu, check }));
       }
     }
 
@@ -552,16 +571,12 @@ export async function run(argv: string[]): Promise<BenchResult> {
       const explained = await explainClaim(db);
       pile = { rows: options.pile, claimPlan: explained.plan, claimMs: explained.ms };
       const relays = await startWarmRelays(db, kafka, { count: 1, rows: options.rows, topic: topic('warmup-pile') });
-      const cpu = relaysCpuMs(relays);
-      const seconds = await drain(db, work);
-      const cpuMsPer1000 = ((relaysCpuMs(relays) - cpu) * 1000) / options.rows;
+      const { seconds, cpu } = await drain(db, work, () => relaysCpuMs(relays));
       await stopRelays(relays, problems);
       const check = await readBack(kafka, work);
       checked('piled up', check);
       const base = mean(measurements.filter((m) => m.name.includes('baseline')).map((m) => m.perSecond));
-      measurements.push(
-        measured(`outbox-relay x1 on ${options.pile} published rows`, 0, options.rows, seconds, base, { cpuMsPer1000, check }),
-      );
+      measurements.push(measured(`outbox-relay x1 on ${options.pile} published rows`, 0, options.rows, seconds, base, { cpu, check }));
     }
 
     if (options.peer) {
@@ -654,7 +669,8 @@ interface Summary {
   rounds: number;
   perSecond: number;
   vsBaseline: number;
-  cpuMsPer1000?: number;
+  /** Means over the rounds: ms of CPU per 1,000 rows by part, and the machine's busy fraction. */
+  cpu?: CpuShare;
   lost: number;
   duplicates: number;
   keysOutOfOrder: number;
@@ -670,13 +686,29 @@ function summarise(measurements: Measurement[]): Summary[] {
       rounds: of.length,
       perSecond: mean(of.map((m) => m.perSecond)),
       vsBaseline: mean(of.map((m) => m.vsBaseline)),
-      cpuMsPer1000: of.every((m) => m.cpuMsPer1000 !== undefined) ? mean(of.map((m) => m.cpuMsPer1000!)) : undefined,
+      cpu: meanCpu(of.map((m) => m.cpu)),
       lost: of.reduce((n, m) => n + (m.check?.missing ?? 0), 0),
       duplicates: of.reduce((n, m) => n + (m.check?.duplicates ?? 0), 0),
       keysOutOfOrder: of.reduce((n, m) => n + (m.check?.keysOutOfOrder ?? 0), 0),
     };
   });
 }
+
+function meanCpu(shares: (CpuShare | undefined)[]): CpuShare | undefined {
+  if (!shares.length || shares.some((share) => share === undefined)) return undefined;
+  const all = shares as CpuShare[];
+  const parts = Object.keys(all[0].msPer1000);
+  return {
+    msPer1000: Object.fromEntries(parts.map((part) => [part, mean(all.map((share) => share.msPer1000[part]))])),
+    machineBusy: mean(all.map((share) => share.machineBusy)),
+  };
+}
+
+/** "46 ms", or "n/a" where /proc could not be read. */
+const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? 'n/a' : `${value.toFixed(0)} ms`);
+const percent = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? 'n/a' : `${(value * 100).toFixed(0)} %`);
+/** All three parts' CPU per 1,000 rows. */
+const totalMs = (cpu: CpuShare) => cpu.msPer1000.publisher + cpu.msPer1000.postgres + cpu.msPer1000.broker;
 
 interface Report {
   ok: boolean;
@@ -711,23 +743,29 @@ function print(report: Report): string {
         m.seconds.toFixed(2),
         m.perSecond.toFixed(0),
         `${m.vsBaseline.toFixed(2)}x`,
-        m.cpuMsPer1000 === undefined ? '-' : `${m.cpuMsPer1000.toFixed(0)} ms`,
+        ms(m.cpu?.msPer1000.publisher),
         m.check?.missing ?? '-',
         m.check?.duplicates ?? '-',
         m.check?.keysOutOfOrder ?? '-',
       ]),
     ),
     '',
-    row(['mean over rounds', 'rounds', 'rows/s', 'vs base', 'CPU/1000']),
+    row(['mean over rounds', 'rounds', 'rows/s', 'vs base', 'CPU/1000', 'PG/1000', 'Kafka/1000', 'CPUs busy']),
     ...report.summary.map((s) =>
       row([
         s.name,
         s.rounds,
         s.perSecond.toFixed(0),
         `${s.vsBaseline.toFixed(2)}x`,
-        s.cpuMsPer1000 === undefined ? '-' : `${s.cpuMsPer1000.toFixed(0)} ms`,
+        ms(s.cpu?.msPer1000.publisher),
+        ms(s.cpu?.msPer1000.postgres),
+        ms(s.cpu?.msPer1000.broker),
+        percent(s.cpu?.machineBusy),
       ]),
     ),
+    '',
+    'CPU/1000: the publisher (the relays, or the bench process for the bare producer); PG: every PostgreSQL process; ' +
+      `Kafka: the broker; per 1,000 rows. CPUs busy: the machine's ${machine.cpus} CPUs, any process, during the drain.`,
   ];
   if (report.pile)
     lines.push(
@@ -745,6 +783,20 @@ function print(report: Report): string {
   return lines.join('\n');
 }
 
+/**
+ * What 25,000 rows/s would take of the machine at the CPU per row this drain used: the relay, PostgreSQL
+ * and the broker all run on it (CPU the bench's own polling and the rest of the machine used is left out).
+ */
+function cpuBudget(cpu: CpuShare, cpus: number): string {
+  const total = totalMs(cpu);
+  if (Number.isNaN(total)) return `CPU per 1,000 rows not readable here`;
+  const { publisher, postgres, broker } = cpu.msPer1000;
+  return (
+    `per 1,000 rows the relay used ${ms(publisher)} of CPU, PostgreSQL ${ms(postgres)}, the broker ${ms(broker)}: ` +
+    `25,000 rows/s would take ${((total * 25) / 1000).toFixed(2)} of the ${cpus} CPUs (the drain kept them ${percent(cpu.machineBusy)} busy)`
+  );
+}
+
 function section(report: Report): BenchSection {
   const one = report.summary.find((s) => s.name === 'outbox-relay x1');
   const base = report.summary.find((s) => s.name.includes('baseline'));
@@ -758,7 +810,7 @@ function section(report: Report): BenchSection {
     });
     targets.push({
       target: '>= 25,000 rows/s with one relay',
-      measured: `${Math.round(one.perSecond)} rows/s`,
+      measured: `${Math.round(one.perSecond)} rows/s${one.cpu ? `; ${cpuBudget(one.cpu, report.machine.cpus)}` : ''}`,
       met: one.perSecond >= 25_000,
     });
   }
@@ -798,6 +850,8 @@ function section(report: Report): BenchSection {
       `producer with the relay's settings (idempotent, acks -1, one request in flight, batches of ${BATCH_SIZE}) sending the same messages ` +
       `(keys, values, headers) to a fresh topic of ${PARTITIONS} partitions; baseline and relay rounds alternate (${report.settings.rounds} rounds), ` +
       "each ratio is to its own round's baseline. After each drain the topic is read back: every message-id, duplicates, each key in outbox order. " +
+      'During each drain /proc tells where the CPU went, per 1,000 rows: the publisher (the relays; the bench process for the bare ' +
+      "producer), every PostgreSQL process and the broker, and how busy the machine's CPUs were (any process). " +
       `"Piled up": ${report.settings.pile} rows already published (their unpublished-index entries dead, not vacuumed; the table analyzed, as ` +
       'autovacuum does within a minute of that many changes) under a fresh drain. ' +
       (report.peer
@@ -810,13 +864,28 @@ function section(report: Report): BenchSection {
         : ''),
     settings: { ...report.settings, server: report.server },
     table: {
-      columns: ['scenario', 'rounds', 'rows/s', 'vs baseline', 'publisher CPU per 1,000 rows', 'lost', 'duplicates', 'keys out of order'],
+      columns: [
+        'scenario',
+        'rounds',
+        'rows/s',
+        'vs baseline',
+        'publisher CPU per 1,000 rows',
+        'PostgreSQL CPU per 1,000 rows',
+        'broker CPU per 1,000 rows',
+        'CPUs busy',
+        'lost',
+        'duplicates',
+        'keys out of order',
+      ],
       rows: report.summary.map((s) => [
         s.name,
         s.rounds,
         Math.round(s.perSecond),
         `${s.vsBaseline.toFixed(2)}x`,
-        s.cpuMsPer1000 === undefined ? '–' : `${s.cpuMsPer1000.toFixed(0)} ms`,
+        ms(s.cpu?.msPer1000.publisher),
+        ms(s.cpu?.msPer1000.postgres),
+        ms(s.cpu?.msPer1000.broker),
+        percent(s.cpu?.machineBusy),
         s.lost,
         s.duplicates,
         s.keysOutOfOrder,
