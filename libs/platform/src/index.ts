@@ -8,6 +8,7 @@ export * from './health/kafka.health';
 export * from './http/problem';
 export * from './http/problem-details.filter';
 export * from './kafka/kafka-client';
+export * from './kafka/partitioner';
 export * from './kafka/refusal';
 export * from './kafka/topics';
 export * from './retry/backoff';

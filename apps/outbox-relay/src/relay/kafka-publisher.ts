@@ -1,10 +1,10 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { Kafka, Message, Partitioners, Producer } from 'kafkajs';
+import { Kafka, Message, Producer } from 'kafkajs';
 import { PinoLogger } from 'nestjs-pino';
 import { Topics } from '@app/contracts';
 import { OutboxRow, toKafkaMessage } from '@app/outbox';
-import { createKafka, describeRefusal, ensureTopics, kafkaRefusal, orderedProducer } from '@app/platform';
+import { createKafka, describeRefusal, ensureTopics, javaCompatiblePartitioner, kafkaRefusal, orderedProducer } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 
 export interface PublishOutcome {
@@ -99,7 +99,7 @@ export class KafkaPublisher implements OnApplicationShutdown {
     await admin.connect();
     const metadata = await admin.fetchTopicMetadata({ topics }).finally(() => admin.disconnect());
     const partitionsOf = new Map(metadata.topics.map(({ name, partitions }) => [name, partitions]));
-    const partitionOf = Partitioners.DefaultPartitioner();
+    const partitionOf = javaCompatiblePartitioner();
     const batches = new Map<string, OutboxRow[]>();
     for (const row of rows) {
       const partitionMetadata = partitionsOf.get(row.topic) ?? [];

@@ -1,5 +1,6 @@
-import { Kafka, logLevel as KafkaLogLevel, LogEntry, Partitioners, Producer, RetryOptions } from 'kafkajs';
+import { Kafka, logLevel as KafkaLogLevel, LogEntry, Producer, RetryOptions } from 'kafkajs';
 import type { Logger } from 'pino';
+import { javaCompatiblePartitioner } from './partitioner';
 
 export interface KafkaClientInput {
   brokers: string[];
@@ -57,7 +58,7 @@ export function orderedProducer(kafka: Kafka, retry?: RetryOptions): Producer {
   return kafka.producer({
     idempotent: true,
     maxInFlightRequests: 1,
-    createPartitioner: Partitioners.DefaultPartitioner,
+    createPartitioner: javaCompatiblePartitioner,
     allowAutoTopicCreation: false,
     ...(retry ? { retry } : {}),
   });
