@@ -1,7 +1,7 @@
 /**
  * B5 relay peer: `pg-transactional-outbox` 0.5.7 in polling mode, run as a process of its own (as our
  * relay is), publishing its outbox to Kafka with the same kafkajs producer settings as our relay
- * (idempotent, acks -1, one request in flight). Configured as its README says: its own outbox table and
+ * (idempotent, acks -1, one request in flight, the relay's partitioner). Configured as its README says: its own outbox table and
  * `next_outbox_messages` function (created by `setupPeerOutbox` with the library's own DatabaseSetup),
  * messages stored with the aggregate id as `segment` and `concurrency: 'sequential'`, the library's
  * way to keep one aggregate's messages in order (the function hands out only the oldest unprocessed
@@ -17,7 +17,7 @@
  * PEER_DATABASE_URL, PEER_KAFKA_BROKERS, PEER_TOPIC; prints `ready` when polling, stops on SIGTERM.
  */
 import { Client } from 'pg';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { Kafka, logLevel } from 'kafkajs';
 import {
   DatabaseSetup,
   GeneralMessageHandler,
@@ -26,6 +26,7 @@ import {
   PollingListenerConfig,
   StoredTransactionalMessage,
 } from 'pg-transactional-outbox';
+import { javaCompatiblePartitioner } from '../../libs/platform/src/kafka/partitioner';
 
 export const PEER_TABLE = 'pgto_outbox';
 const FUNCTION = 'next_pgto_outbox_messages';
@@ -112,7 +113,7 @@ async function main(): Promise<void> {
   const producer = kafka.producer({
     idempotent: true,
     maxInFlightRequests: 1,
-    createPartitioner: Partitioners.DefaultPartitioner,
+    createPartitioner: javaCompatiblePartitioner, // the relay's (orderedProducer's)
     allowAutoTopicCreation: false,
   });
   await producer.connect();
