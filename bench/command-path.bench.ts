@@ -13,14 +13,14 @@ import { buildForTests } from '../test/support/build';
 import { OrdersDb } from '../test/support/orders-db';
 import { testEnv } from '../test/support/test-env';
 import { BareDriverCreate, BareDriverOneStatement } from './bare-driver';
-import { processCpuMs } from './cpu';
+import { ownCpuMs, postgresCpuMs, processCpuMs, startCpuShare } from './cpu';
 import { flameGraph } from './flame-graph';
 import { benchDatabaseName, describeServer, recreateBenchDatabase } from './bench-database';
 import { closedLoop, KeepAliveClient } from './load';
 import { runAsMain } from './cli';
 import { BenchOptions, parseOptions, usage } from './options';
 import { BenchResult, BenchSection, UsageError } from './section';
-import { BenchReport, combineRounds, printTable, ScenarioRun } from './report';
+import { BenchReport, busyCell, combineRounds, cpuCell, printTable, ScenarioRun } from './report';
 import { countPeerOrders, RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
 import { commandPathScenarios, Expectations, peerScenarios, RACE_BURST, Scenario, seedOrder } from './scenarios';
 
@@ -99,12 +99,23 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
         const { url, pid } = scenario.target ?? { url: api.url, pid: api.process.pid! };
         const client = new KeepAliveClient(url, scenario.connections);
         try {
-          const cpuBefore = processCpuMs(pid);
+          // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process),
+          // PostgreSQL's, this process's (the load generator), and how busy the machine was.
+          const cpu = startCpuShare({ api: () => processCpuMs(pid), postgres: postgresCpuMs, bench: ownCpuMs });
           const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) => scenario.unit(client, pass, i));
-          // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process).
-          const apiCpuMsPerRequest = (processCpuMs(pid) - cpuBefore) / measured.requests;
+          const { msPer1000, machineBusy } = cpu(measured.requests);
           const { name, measures, connections } = scenario;
-          runs.push({ name, measures, connections, ...measured, apiCpuMsPerRequest, unexpected: 0 });
+          runs.push({
+            name,
+            measures,
+            connections,
+            ...measured,
+            apiCpuMsPerRequest: msPer1000.api / 1000,
+            postgresCpuMsPerRequest: msPer1000.postgres / 1000,
+            benchCpuMsPerRequest: msPer1000.bench / 1000,
+            machineBusy,
+            unexpected: 0,
+          });
           orders += scenario.orders(scenario.units(requests));
         } finally {
           client.close();
@@ -222,13 +233,26 @@ function section(report: BenchReport): BenchSection {
       `${report.settings.rounds} rounds each run every scenario in turn, every other round in the opposite order, so that the ` +
       "machine's drift does not always fall on the same scenario: req/s and API CPU are the rounds' means, p50 and p99 their " +
       "medians, and each ratio the mean of the rounds' ratios to their own round's baseline (every round is in the `--json` " +
-      "report). API CPU is the command-api process's user+system time over the scenario, per request. Replays are measured twice: on the process " +
+      "report). API CPU is the command-api process's user+system time over the scenario, per request; PostgreSQL CPU the same " +
+      'for every PostgreSQL process, bench CPU for the bench process (the load generator, and for the bare-driver rows the ' +
+      "driver itself), and CPUs busy the share of the machine's CPU time any process used meanwhile. Replays are measured twice: on the process " +
       'that ran the first executions, which answers them from the receipts it holds in memory (ReplayCache), and on a ' +
       'second command-api on the same database with that cache off, as a retry that reaches another instance behind a ' +
       'load balancer is answered.',
     settings: report.settings,
     table: {
-      columns: ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'req/s vs bare', 'API CPU ms/req', 'unexpected'],
+      columns: [
+        'scenario',
+        'req/s',
+        'p50 ms',
+        'p99 ms',
+        'req/s vs bare',
+        'API CPU ms/req',
+        'PostgreSQL CPU ms/req',
+        'bench CPU ms/req',
+        'CPUs busy',
+        'unexpected',
+      ],
       rows: report.scenarios.map((s) => [
         s.name,
         Math.round(s.perSecond),
@@ -236,6 +260,9 @@ function section(report: BenchReport): BenchSection {
         s.p99Ms.toFixed(1),
         `${s.perSecondVsBaseline.toFixed(2)}x`,
         s.name.startsWith('bare pg driver') ? '-' : s.apiCpuMsPerRequest.toFixed(2),
+        cpuCell(s.postgresCpuMsPerRequest),
+        cpuCell(s.benchCpuMsPerRequest),
+        busyCell(s.machineBusy),
         s.unexpected,
       ]),
     },

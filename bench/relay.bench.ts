@@ -32,7 +32,7 @@ import { buildForTests } from '../test/support/build';
 import { testKafka } from '../test/support/kafka';
 import { describeServer, prepareBenchDatabases } from './bench-database';
 import { describeMachine, Machine, runAsMain } from './cli';
-import { brokerPid, CpuShare, postgresCpuMs, processCpuMs, startCpuShare } from './cpu';
+import { brokerPid, CpuShare, ownCpuMs, postgresCpuMs, processCpuMs, startCpuShare } from './cpu';
 import { flameGraph } from './flame-graph';
 import { benchArgs, integer, integerFlag, svgFlag } from './options';
 import { PEER_BATCH_SIZE, PEER_LOCK_MS, PEER_POLL_MS, PEER_TABLE, setupPeerOutbox } from './peers/pg-transactional-outbox';
@@ -166,7 +166,7 @@ async function bareProducer(kafka: Kafka, work: Workload): Promise<{ seconds: nu
   const producer = orderedProducer(kafka);
   await producer.connect();
   try {
-    const cpu = cpuShare(benchCpuMs);
+    const cpu = cpuShare(ownCpuMs);
     const started = performance.now();
     for (let i = 0; i < work.rows.length; i += BATCH_SIZE) {
       const messages: Message[] = work.rows.slice(i, i + BATCH_SIZE).map(toKafkaMessage);
@@ -301,12 +301,6 @@ async function readBack(kafka: Kafka, work: Workload, { timeoutMs = 120_000, exp
 /** CPU the relays used so far, in ms. */
 function relaysCpuMs(relays: RunningApp[]): number {
   return relays.reduce((sum, relay) => sum + processCpuMs(relay.process.pid!), 0);
-}
-
-/** CPU this process (the bench, and the bare producer in it) used so far, in ms. */
-function benchCpuMs(): number {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1000;
 }
 
 /**
