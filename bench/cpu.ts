@@ -20,12 +20,12 @@ function statFields(pid: number | string): { comm: string; fields: string[] } | 
   }
 }
 
-/** User plus system CPU a process has used so far, in ms; with `reaped`, also its children it has waited for. */
-export function processCpuMs(pid: number, reaped = false): number {
+/** User plus system CPU a process (all its threads) has used so far, in ms. */
+export function processCpuMs(pid: number): number {
   const stat = statFields(pid);
   if (!stat) return NaN;
-  const [utime, stime, cutime, cstime] = stat.fields.slice(11, 15).map(Number);
-  return (utime + stime + (reaped ? cutime + cstime : 0)) * TICK_MS;
+  const [utime, stime] = stat.fields.slice(11, 13).map(Number);
+  return (utime + stime) * TICK_MS;
 }
 
 /**

@@ -9,7 +9,7 @@ const M = 0x5bd1e995;
  * hash through a 64-bit `Long` object per step, which made it the largest single cost of publishing a
  * row after the encoding itself (about 7 µs of the relay's CPU per message); `Math.imul` gives Java's
  * wrapping int multiplication directly. `partitioner.spec.ts` checks it against kafkajs' own for
- * random keys and against a value the Java client computed.
+ * random keys and against values the Java client computed.
  */
 export function murmur2(data: Buffer): number {
   const length = data.length;
