@@ -144,3 +144,52 @@ describe('the relay claim after many rows were published since the last vacuum',
     }
   });
 });
+
+/**
+ * In a backlog the relay claims the next batch while one is in flight, passing over the in-flight ids,
+ * which are the first unpublished rows the claim's index scan meets. The claim runs as a prepared
+ * statement, and after five runs PostgreSQL settles on its generic plan, where a parameter array is not
+ * a constant it can hash: each of those rows must still be checked against the ids by a hash, not
+ * against every one of them in turn (500 x 500 comparisons per claim).
+ */
+describe('the relay claim passing over the batch in flight', () => {
+  const db = outboxOfItsOwn('claimflight');
+  let dataSource: DataSource;
+
+  beforeAll(async () => {
+    dataSource = db();
+    await dataSource.query(/* sql */ `
+      INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
+      SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}'
+      FROM generate_series(1, 1500) AS i`);
+    await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
+  });
+
+  it('skips the in-flight ids by a hash in the generic plan, and claims the rows after them in order', async () => {
+    const runner = dataSource.createQueryRunner();
+    try {
+      await prepareRelaySession(runner.manager);
+      const ordered = await runner.query(/* sql */ `SELECT id, sequence FROM outbox_messages ORDER BY sequence`);
+      const inFlight: string[] = ordered.slice(0, 500).map((row: { id: string }) => row.id);
+      const shards = `'{${Array.from({ length: 16 }, (_, i) => i).join(',')}}'`;
+      await runner.query(/* sql */ `PREPARE claim_probe(int, int[], int, uuid[]) AS ${CLAIM}`);
+      await runner.query(/* sql */ `SET plan_cache_mode = force_generic_plan`);
+      await runner.startTransaction();
+      const explained = await runner.query(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(16, ${shards}, 500, '{${inFlight.join(',')}}')`,
+      );
+      const claimed = await runner.query(`EXECUTE claim_probe(16, ${shards}, 500, '{${inFlight.join(',')}}')`);
+      await runner.rollbackTransaction();
+      const plan = JSON.stringify(explained[0]['QUERY PLAN']);
+      expect(plan).toContain('hashed SubPlan');
+      expect(plan).not.toMatch(/<> ALL/);
+      expect(claimed.map((row: { sequence: string }) => row.sequence)).toEqual(
+        ordered.slice(500, 1000).map((row: { sequence: string }) => row.sequence),
+      );
+    } finally {
+      await runner.query(/* sql */ `DEALLOCATE ALL`).catch(() => undefined);
+      await runner.query(/* sql */ `RESET plan_cache_mode`).catch(() => undefined);
+      await runner.release();
+    }
+  });
+});
