@@ -28,6 +28,17 @@ function outboxOfItsOwn(name: string): () => DataSource {
   return () => dataSource;
 }
 
+/** `count` outbox rows of keys key-1…key-count (key_hash = i), unpublished or already published. */
+function insertProbes(dataSource: DataSource, count: number, published = false): Promise<unknown> {
+  return dataSource.query(
+    /* sql */ `
+    INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers, published_at)
+    SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}', CASE WHEN $2 THEN now() END
+    FROM generate_series(1, $1) AS i`,
+    [count, published],
+  );
+}
+
 /**
  * A backlog arrives faster than autovacuum analyzes: right after a burst of commits the planner still
  * believes there are almost no unpublished rows. The claim must not pick a plan that is only good for
@@ -40,17 +51,9 @@ describe('the relay claim with statistics from before a burst', () => {
 
   beforeAll(async () => {
     dataSource = db();
-    const insert = (n: number, published: boolean) =>
-      dataSource.query(
-        /* sql */ `
-        INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers, published_at)
-        SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}', CASE WHEN $2 THEN now() END
-        FROM generate_series(1, $1) AS i`,
-        [n, published],
-      );
-    await insert(200, true);
+    await insertProbes(dataSource, 200, true);
     await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
-    await insert(20_000, false);
+    await insertProbes(dataSource, 20_000);
   });
 
   it('claims a full batch of a 20,000-row burst in well under a second', async () => {
@@ -87,10 +90,7 @@ describe('the relay claim after many rows were published since the last vacuum',
   beforeAll(async () => {
     dataSource = db();
     // Committed unpublished, then marked published as the relay marks them: 5,000 dead entries in the unpublished index.
-    await dataSource.query(/* sql */ `
-      INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
-      SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}'
-      FROM generate_series(1, 5000) AS i`);
+    await insertProbes(dataSource, 5000);
     // Never analyzed, as in a new deployment's first minutes (the benchmark's plan): a bitmap scan then.
     const published = await dataSource.transaction(async (manager) => {
       await manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
@@ -158,10 +158,7 @@ describe('the relay claim passing over the batch in flight', () => {
 
   beforeAll(async () => {
     dataSource = db();
-    await dataSource.query(/* sql */ `
-      INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
-      SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}'
-      FROM generate_series(1, 1500) AS i`);
+    await insertProbes(dataSource, 1500);
     await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
   });
 
