@@ -36,7 +36,6 @@ export function processCpuMs(pid: number): number {
 export function postgresCpuMs(): number {
   const pids = readdirSync('/proc', { withFileTypes: true }).filter((entry) => /^\d+$/.test(entry.name));
   let total = 0;
-  let found = false;
   const postgres = new Map<string, string[]>();
   for (const { name } of pids) {
     const stat = statFields(name);
@@ -46,9 +45,8 @@ export function postgresCpuMs(): number {
     const [utime, stime, cutime, cstime] = fields.slice(11, 15).map(Number);
     // The postmaster is the postgres process whose parent is not one.
     total += utime + stime + (postgres.has(fields[1]) ? 0 : cutime + cstime);
-    found = true;
   }
-  return found ? total * TICK_MS : NaN;
+  return postgres.size ? total * TICK_MS : NaN;
 }
 
 /**
