@@ -8,10 +8,10 @@ import { testEnv } from './support/test-env';
 
 /**
  * An orders database of the suite's own (`orders_<name>_test`), migrated, with autovacuum off on the
- * outbox so that the statistics and dead entries stay what the test made them; the data source is
- * destroyed after the suite.
+ * outbox so that the statistics and dead entries stay what the test made them, then `seed`ed; the data
+ * source is destroyed after the suite. Returns it, for the tests (set once the suite's beforeAll ran).
  */
-function outboxOfItsOwn(name: string): () => DataSource {
+function outboxOfItsOwn(name: string, seed: (dataSource: DataSource) => Promise<void>, timeoutMs?: number): () => DataSource {
   const target = new URL(testEnv.ordersUrl);
   target.pathname = target.pathname.replace(/_test$/, `_${name}_test`);
   const url = target.toString();
@@ -21,7 +21,8 @@ function outboxOfItsOwn(name: string): () => DataSource {
     await migrate('orders', url);
     dataSource = await new DataSource(postgresOptions({ url, applicationName: `e2e-${name}`, poolSize: 2 })).initialize();
     await dataSource.query(/* sql */ `ALTER TABLE outbox_messages SET (autovacuum_enabled = false)`);
-  });
+    await seed(dataSource);
+  }, timeoutMs);
   afterAll(async () => {
     await dataSource?.destroy();
   });
@@ -46,11 +47,7 @@ function insertProbes(dataSource: DataSource, count: number, published = false):
  * per batch at 20,000 rows).
  */
 describe('the relay claim with statistics from before a burst', () => {
-  const db = outboxOfItsOwn('claimstats');
-  let dataSource: DataSource;
-
-  beforeAll(async () => {
-    dataSource = db();
+  const db = outboxOfItsOwn('claimstats', async (dataSource) => {
     await insertProbes(dataSource, 200, true);
     await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
     await insertProbes(dataSource, 20_000);
@@ -58,7 +55,7 @@ describe('the relay claim with statistics from before a burst', () => {
 
   it('claims a full batch of a 20,000-row burst in well under a second', async () => {
     const shards = Array.from({ length: 16 }, (_, i) => i);
-    const runner = dataSource.createQueryRunner();
+    const runner = db().createQueryRunner();
     await prepareRelaySession(runner.manager); // as the relay's session runs it
     await runner.startTransaction();
     try {
@@ -84,28 +81,28 @@ describe('the relay claim with statistics from before a burst', () => {
  * Counted in buffers, not milliseconds: the same on a loaded machine.
  */
 describe('the relay claim after many rows were published since the last vacuum', () => {
-  const db = outboxOfItsOwn('claimdead');
-  let dataSource: DataSource;
-
-  beforeAll(async () => {
-    dataSource = db();
-    // Committed unpublished, then marked published as the relay marks them: 5,000 dead entries in the unpublished index.
-    await insertProbes(dataSource, 5000);
-    // Never analyzed, as in a new deployment's first minutes (the benchmark's plan): a bitmap scan then.
-    const published = await dataSource.transaction(async (manager) => {
-      await manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
-      const [{ xid }] = await manager.query(/* sql */ `SELECT pg_current_xact_id()::text AS xid`);
-      return BigInt(xid);
-    });
-    // A scan marks an entry dead only once its row is dead to every snapshot, and PostgreSQL judges that
-    // by the oldest transaction running in any database: one that began before the UPDATE (another
-    // test's, on a busy machine) keeps the entries alive. Wait for those to end, as the relay would.
-    await eventually(
-      async () => BigInt((await dataSource.query(/* sql */ `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`))[0].xmin),
-      (xmin) => xmin > published,
-      { timeoutMs: 40_000, what: 'every transaction older than the UPDATE to end' },
-    );
-  }, 60_000);
+  const db = outboxOfItsOwn(
+    'claimdead',
+    async (dataSource) => {
+      // Committed unpublished, then marked published as the relay marks them: 5,000 dead entries in the unpublished index.
+      await insertProbes(dataSource, 5000);
+      // Never analyzed, as in a new deployment's first minutes (the benchmark's plan): a bitmap scan then.
+      const published = await dataSource.transaction(async (manager) => {
+        await manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now()`);
+        const [{ xid }] = await manager.query(/* sql */ `SELECT pg_current_xact_id()::text AS xid`);
+        return BigInt(xid);
+      });
+      // A scan marks an entry dead only once its row is dead to every snapshot, and PostgreSQL judges that
+      // by the oldest transaction running in any database: one that began before the UPDATE (another
+      // test's, on a busy machine) keeps the entries alive. Wait for those to end, as the relay would.
+      await eventually(
+        async () => BigInt((await dataSource.query(/* sql */ `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`))[0].xmin),
+        (xmin) => xmin > published,
+        { timeoutMs: 40_000, what: 'every transaction older than the UPDATE to end' },
+      );
+    },
+    60_000,
+  );
 
   /** The buffers one claim on the relay's session touched (EXPLAIN ANALYZE runs it; rolled back). */
   async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>): Promise<number> {
@@ -124,6 +121,7 @@ describe('the relay claim after many rows were published since the last vacuum',
   }
 
   it('pays for the dead entries once, not on every claim', async () => {
+    const dataSource = db();
     const runner = dataSource.createQueryRunner();
     try {
       await prepareRelaySession(runner.manager);
@@ -153,17 +151,13 @@ describe('the relay claim after many rows were published since the last vacuum',
  * against every one of them in turn (500 x 500 comparisons per claim).
  */
 describe('the relay claim passing over the batch in flight', () => {
-  const db = outboxOfItsOwn('claimflight');
-  let dataSource: DataSource;
-
-  beforeAll(async () => {
-    dataSource = db();
+  const db = outboxOfItsOwn('claimflight', async (dataSource) => {
     await insertProbes(dataSource, 1500);
     await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
   });
 
   it('skips the in-flight ids by a hash in the generic plan, and claims the rows after them in order', async () => {
-    const runner = dataSource.createQueryRunner();
+    const runner = db().createQueryRunner();
     try {
       await prepareRelaySession(runner.manager);
       const ordered = await runner.query(/* sql */ `SELECT id, sequence FROM outbox_messages ORDER BY sequence`);
