@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 const PREFIX = 'ik_';
 const KEY_SHAPE = /^ik_[A-Za-z0-9_-]{43}$/;
@@ -9,8 +9,9 @@ export function generateApiKey(): { apiKey: string; sha256: Buffer } {
   return { apiKey, sha256: hashApiKey(apiKey) };
 }
 
+/** SHA-256 of the key's UTF-8 bytes (one call, no Hash object: this runs on every request). */
 export function hashApiKey(apiKey: string): Buffer {
-  return createHash('sha256').update(apiKey, 'utf8').digest();
+  return hash('sha256', apiKey, 'buffer');
 }
 
 /** The key in `Authorization: Bearer <key>`, or undefined when the header is missing or malformed. */

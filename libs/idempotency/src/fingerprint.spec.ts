@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import { CURRENT_FINGERPRINT_VERSION, fingerprint, SemanticFields } from './fingerprint';
 
@@ -33,6 +35,26 @@ describe('fingerprint', () => {
         const same = JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
         return (fingerprint(a).value === fingerprint(b).value) === same;
       }),
+    );
+  });
+
+  it('v1 is the digest receipts were stored with: a streamed SHA-256 of the canonical JSON as UTF-8 (property)', () => {
+    // Receipts committed before v1 was computed by crypto.hash() hold createHash()'s digests: an honest
+    // retry must still match them, for any text a field may hold (lone surrogates too).
+    const text = fc.string({ unit: 'binary', maxLength: 40 });
+    const fields = fc.dictionary(
+      text,
+      fc.oneof(text, fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null)),
+      {
+        maxKeys: 5,
+      },
+    );
+    fc.assert(
+      fc.property(fields, (f: SemanticFields) => {
+        const streamed = createHash('sha256').update(canonicalize(f)!, 'utf8').digest('hex');
+        return fingerprint(f, 1).value === streamed;
+      }),
+      { numRuns: 2000 },
     );
   });
 

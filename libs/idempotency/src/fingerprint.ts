@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 
 export type SemanticValue = string | number | boolean | null;
@@ -17,7 +17,7 @@ export interface Fingerprint {
  */
 const versions: Record<number, (fields: SemanticFields) => string> = {
   // v1: SHA-256 (hex) of the RFC 8785 canonical JSON of the declared fields.
-  1: (fields) => createHash('sha256').update(canonicalize(fields)!, 'utf8').digest('hex'),
+  1: (fields) => hash('sha256', canonicalize(fields)!, 'hex'),
 };
 
 export const CURRENT_FINGERPRINT_VERSION = 1;
