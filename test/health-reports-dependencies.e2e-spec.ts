@@ -68,6 +68,15 @@ describe('health endpoints', () => {
     // Nest closes the app, then re-raises the signal so the exit status still says SIGTERM.
     expect(await app.stop('SIGTERM')).toEqual({ code: null, signal: 'SIGTERM' });
     expect(Date.now() - started).toBeLessThan(5_000);
-    expect(app.output().slice(before)).not.toMatch(/"level":(50|60)/);
+    // No error from shutting down. The app joins the shared consumer group, so it may still be handling
+    // messages other suites produce, hostile ones among them: their verdicts (a line with an `outcome`,
+    // such as a dead-lettered malformed message) are the consumer at work, not the shutdown.
+    const errors = app
+      .output()
+      .slice(before)
+      .split('\n')
+      .filter((line) => /"level":(50|60)/.test(line))
+      .filter((line) => (JSON.parse(line) as { outcome?: string }).outcome === undefined);
+    expect(errors).toEqual([]);
   });
 });
