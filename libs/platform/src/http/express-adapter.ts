@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import type { NestApplicationOptions } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
-import type { Express, Response } from 'express';
+import type { Express } from 'express';
 
 /**
  * Nest's Express adapter, except that the HTTP server makes each request and response an Express
@@ -32,44 +32,6 @@ export class ExpressAdapterKeepingShapes extends ExpressAdapter {
       app,
     );
   }
-
-  /**
-   * A handler's plain object or array, answering a request that is neither GET nor HEAD (our commands),
-   * is written as Express's `res.json` writes it, without the work that cannot change the outcome there:
-   * `res.json` sets `Content-Type` through a MIME lookup, `res.send` parses and formats it again to add
-   * the charset and looks the type up once more, then asks whether the request is fresh (only GET and
-   * HEAD can be). The same bytes: JSON.stringify, `application/json; charset=utf-8`, Content-Length.
-   * Anything else (a type already set, an ETag function, a status without a body, Nest's other cases)
-   * takes Nest's and Express's own path. Measured (docs/performance.md): the command-api's CPU per
-   * replay 0.21-0.25 -> 0.18-0.19 ms.
-   */
-  override reply(response: Response, body: unknown, statusCode?: number): unknown {
-    if (!isPlainJson(body) || !writesJsonItself(response)) return super.reply(response, body, statusCode);
-    if (statusCode) response.status(statusCode);
-    if (STATUSES_WITHOUT_BODY.has(response.statusCode)) return super.reply(response, body, undefined);
-    const json = JSON.stringify(body);
-    response.setHeader('Content-Type', 'application/json; charset=utf-8');
-    response.setHeader('Content-Length', String(Buffer.byteLength(json, 'utf8')));
-    return response.end(json, 'utf8');
-  }
-}
-
-/** Statuses whose body Express strips (and the headers that describe it). */
-const STATUSES_WITHOUT_BODY = new Set([204, 205, 304]);
-
-/** What Express's `res.send` hands to `res.json`, short of values with a prototype of their own (Buffers, Errors, files). */
-function isPlainJson(body: unknown): body is object {
-  if (body === null || typeof body !== 'object') return false;
-  const prototype = Object.getPrototypeOf(body);
-  return prototype === Object.prototype || prototype === Array.prototype || prototype === null;
-}
-
-/** A request that can be neither HEAD (no body) nor fresh (GET and HEAD only), no type chosen yet, Express's JSON settings untouched. */
-function writesJsonItself(response: Response): boolean {
-  const method = response.req.method;
-  if (method === 'GET' || method === 'HEAD' || response.hasHeader('Content-Type')) return false;
-  const app = response.app;
-  return !app.get('etag fn') && !app.get('json replacer') && !app.get('json spaces') && !app.get('json escape');
 }
 
 /**
