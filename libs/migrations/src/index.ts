@@ -8,6 +8,7 @@ import { NotifyApiClientChanges1764720000040 } from './orders/1764720000040-noti
 import { NotifyOutboxInserts1764720000045 } from './orders/1764720000045-notify-outbox-inserts';
 import { ReceiptTombstones1764720000050 } from './orders/1764720000050-receipt-tombstones';
 import { NotifyOnlyWhenOutboxRowsAreInserted1764720000060 } from './orders/1764720000060-notify-only-when-outbox-rows-are-inserted';
+import { OutboxVacuumsCleanItsIndexes1764720000070 } from './orders/1764720000070-outbox-vacuums-clean-its-indexes';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
 import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
@@ -26,6 +27,7 @@ export const migrationSets = {
     NotifyOutboxInserts1764720000045,
     ReceiptTombstones1764720000050,
     NotifyOnlyWhenOutboxRowsAreInserted1764720000060,
+    OutboxVacuumsCleanItsIndexes1764720000070,
   ],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],
