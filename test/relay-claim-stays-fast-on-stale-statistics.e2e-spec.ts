@@ -2,8 +2,8 @@ import { DataSource } from 'typeorm';
 import { migrate } from '@app/migrations';
 import { CLAIM, claimBatch, prepareRelaySession } from '@app/outbox';
 import { postgresOptions } from '@app/platform';
-import { eventually } from './support/eventually';
 import { recreate } from './support/global-setup';
+import { deadToEverySnapshot } from './support/snapshots';
 import { testEnv } from './support/test-env';
 
 /**
@@ -40,23 +40,10 @@ function insertProbes(dataSource: DataSource, count: number, published = false):
   );
 }
 
-/**
- * Marks every unpublished row published as the relay does (an UPDATE: its entry in the unpublished index
- * left dead), then waits until that row version is dead to every snapshot. A scan marks an entry dead,
- * and a vacuum removes it, only then, and PostgreSQL judges that by the oldest transaction running in
- * any database: one that began before the UPDATE (another test's, on a busy machine) keeps the entries
- * alive. The relay's later claims would wait for the same.
- */
-async function publishAsTheRelayDoes(dataSource: DataSource): Promise<void> {
-  const published = await dataSource.transaction(async (manager) => {
-    await manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now() WHERE published_at IS NULL`);
-    const [{ xid }] = await manager.query(/* sql */ `SELECT pg_current_xact_id()::text AS xid`);
-    return BigInt(xid);
-  });
-  await eventually(
-    async () => BigInt((await dataSource.query(/* sql */ `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`))[0].xmin),
-    (xmin) => xmin > published,
-    { timeoutMs: 40_000, what: 'every transaction older than the UPDATE to end' },
+/** Marks every unpublished row published as the relay does (an UPDATE: its unpublished-index entry left dead). */
+function publishAsTheRelayDoes(dataSource: DataSource): Promise<void> {
+  return deadToEverySnapshot(dataSource, (manager) =>
+    manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now() WHERE published_at IS NULL`),
   );
 }
 

@@ -14,6 +14,7 @@ import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
 import { CreateWebhookDeliveries1764720000200 } from './notifier/1764720000200-create-webhook-deliveries';
 import { WebhookDeliveryQueue1764720000400 } from './notifier/1764720000400-webhook-delivery-queue';
+import { WebhookQueueVacuumsCleanItsIndexes1764720000410 } from './notifier/1764720000410-webhook-queue-vacuums-clean-its-indexes';
 import { CreateReceivedWebhooks1764720000500 } from './receiver/1764720000500-create-received-webhooks';
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
@@ -30,7 +31,12 @@ export const migrationSets = {
     OutboxVacuumsCleanItsIndexes1764720000070,
   ],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
-  notifier: [CreateInbox1764720000100, CreateWebhookDeliveries1764720000200, WebhookDeliveryQueue1764720000400],
+  notifier: [
+    CreateInbox1764720000100,
+    CreateWebhookDeliveries1764720000200,
+    WebhookDeliveryQueue1764720000400,
+    WebhookQueueVacuumsCleanItsIndexes1764720000410,
+  ],
   /** The reference webhook receiver's own database (apps/webhook-receiver), standing in for a downstream team's. */
   receiver: [CreateReceivedWebhooks1764720000500],
 } as const;

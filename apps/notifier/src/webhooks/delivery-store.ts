@@ -34,9 +34,12 @@ export interface Settlement {
  * without taking the same row.
  */
 export async function claimDue(manager: EntityManager, leaseId: string, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await queryRows<ClaimedDelivery>(
-    manager,
-    /* sql */ `
+  const { rows } = await queryRows<ClaimedDelivery>(manager, CLAIM_DUE, [leaseId, leaseMs, limit]);
+  return rows;
+}
+
+/** The claim statement: $1 lease id, $2 lease in ms, $3 batch size. Exported for the tests' EXPLAIN. */
+export const CLAIM_DUE = /* sql */ `
     UPDATE webhook_deliveries d
     SET lease_id = $1, leased_until = now() + make_interval(secs => $2::float8 / 1000)
     WHERE d.message_id IN (
@@ -48,11 +51,7 @@ export async function claimDue(manager: EntityManager, leaseId: string, leaseMs:
       ORDER BY h.next_attempt_at
       LIMIT $3
       FOR UPDATE SKIP LOCKED)
-    RETURNING d.message_id AS "messageId", d.lease_id AS "leaseId", d.order_id AS "orderId", d.event_type AS "eventType", d.payload, d.attempts`,
-    [leaseId, leaseMs, limit],
-  );
-  return rows;
-}
+    RETURNING d.message_id AS "messageId", d.lease_id AS "leaseId", d.order_id AS "orderId", d.event_type AS "eventType", d.payload, d.attempts`;
 
 /**
  * Records what the POSTs came to, in one statement. Only rows still under the lease each result was
