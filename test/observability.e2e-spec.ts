@@ -29,6 +29,7 @@ const KEY_METRICS: Record<string, [string, string][]> = {
     ['outbox_oldest_unpublished_age_seconds', 'gauge'],
     ['outbox_parked_messages', 'gauge'],
     ['outbox_relay_kafka_up', 'gauge'],
+    ['outbox_claim_duration_seconds', 'histogram'],
   ],
   fulfillment: [
     ['fulfillment_messages_total', 'counter'],
@@ -212,7 +213,9 @@ describe('observability', () => {
     const batch = await logLine(apps['outbox-relay'], (line) => line.msg === 'outbox batch published');
     expect(batch).toMatchObject({ claimed: expect.any(Number), published: expect.any(Number), parked: 0, durationMs: expect.any(Number) });
     expect(batch.published).toBeGreaterThanOrEqual(1);
-    expect(sample((await scrape(apps['outbox-relay'])).text, 'outbox_published_total')).toBeGreaterThanOrEqual(1);
+    const relayMetrics = (await scrape(apps['outbox-relay'])).text;
+    expect(sample(relayMetrics, 'outbox_published_total')).toBeGreaterThanOrEqual(1);
+    expect(sample(relayMetrics, 'outbox_claim_duration_seconds_count')).toBeGreaterThanOrEqual(1);
   });
 
   it('counts 503s for an unreachable database by route, apart from idempotency outcomes', async () => {
