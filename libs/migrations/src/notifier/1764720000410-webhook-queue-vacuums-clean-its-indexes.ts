@@ -1,20 +1,12 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { VacuumsCleanIndexes } from '../vacuums-clean-indexes';
 
 /**
- * Every vacuum of the webhook queue cleans its indexes, as every vacuum of the outbox does (orders
- * migration 070): a delivered row's entry in the index of pending rows, which the dispatcher's claim
- * walks, goes only when a vacuum cleans the indexes, and PostgreSQL skips that step when fewer than
- * 2 % of the table's pages have dead rows. On a table keeping days of deliveries, a receiver outage's
- * backlog is such a fraction.
+ * Every vacuum of the webhook queue cleans its indexes, as the outbox's do (orders migration 070): the
+ * dispatcher's claim walks the index of pending deliveries, and a delivered row's entry there goes
+ * only then. On a table keeping days of deliveries, a receiver outage's backlog is under the 2 % of
+ * pages below which vacuum would leave the indexes as they are.
  */
-export class WebhookQueueVacuumsCleanItsIndexes1764720000410 implements MigrationInterface {
-  name = 'WebhookQueueVacuumsCleanItsIndexes1764720000410';
-
-  async up(db: QueryRunner): Promise<void> {
-    await db.query(/* sql */ `ALTER TABLE webhook_deliveries SET (vacuum_index_cleanup = on)`);
-  }
-
-  async down(db: QueryRunner): Promise<void> {
-    await db.query(/* sql */ `ALTER TABLE webhook_deliveries RESET (vacuum_index_cleanup)`);
-  }
+export class WebhookQueueVacuumsCleanItsIndexes1764720000410 extends VacuumsCleanIndexes {
+  readonly name = 'WebhookQueueVacuumsCleanItsIndexes1764720000410';
+  protected readonly table = 'webhook_deliveries';
 }

@@ -1,21 +1,12 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { VacuumsCleanIndexes } from '../vacuums-clean-indexes';
 
 /**
- * Every vacuum of the outbox cleans its indexes. A published row's entry in the unpublished index (the
- * relay's claim walks it in sequence order) goes only when a vacuum cleans the indexes, and PostgreSQL's
- * vacuum skips that step when fewer than 2 % of the table's pages have dead rows (`vacuum_index_cleanup
- * = auto`, "index scan bypassed"). On a table keeping days of published rows, the rows of a drained
- * backlog are such a fraction: every claim would keep walking their entries until enough other rows
- * died. Cleaning costs a pass over each index per vacuum, which autovacuum's thresholds keep rare.
+ * Every vacuum of the outbox cleans its indexes: the relay's claim walks the unpublished index in
+ * sequence order, and a published row's entry there goes only then. On a table keeping days of
+ * published rows, a drained broker outage is under the 2 % of pages below which vacuum would leave the
+ * indexes as they are, and every claim would keep walking those entries until enough other rows died.
  */
-export class OutboxVacuumsCleanItsIndexes1764720000070 implements MigrationInterface {
-  name = 'OutboxVacuumsCleanItsIndexes1764720000070';
-
-  async up(db: QueryRunner): Promise<void> {
-    await db.query(/* sql */ `ALTER TABLE outbox_messages SET (vacuum_index_cleanup = on)`);
-  }
-
-  async down(db: QueryRunner): Promise<void> {
-    await db.query(/* sql */ `ALTER TABLE outbox_messages RESET (vacuum_index_cleanup)`);
-  }
+export class OutboxVacuumsCleanItsIndexes1764720000070 extends VacuumsCleanIndexes {
+  readonly name = 'OutboxVacuumsCleanItsIndexes1764720000070';
+  protected readonly table = 'outbox_messages';
 }
