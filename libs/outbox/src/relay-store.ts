@@ -27,10 +27,17 @@ export interface OutboxRow {
  *   entries it meets (PostgreSQL's kill_prior_tuple), so each is paid for once and the claims after
  *   it skip it. Claims come one per commit at a trickle: with bitmap scans, 200 commands/s made this
  *   session one of the busiest processes on the machine. The claim wants the index's order anyway.
+ * - `enable_seqscan = off`: on a table never analyzed (its first minute, a cluster just pg_upgraded,
+ *   autovacuum off) the planner guesses most rows are parked and reads the parked keys with a scan of
+ *   the whole table, once per claim that finds a row; every statement of this session has an index
+ *   for what it reads (the parked and unpublished indexes, the primary keys), so it is planned with
+ *   them whatever the statistics say. A table without a usable index is still scanned, at a penalty
+ *   only in the plan's cost.
  */
 export async function prepareRelaySession(manager: EntityManager): Promise<void> {
   await manager.query(/* sql */ `SET synchronous_commit = off`);
   await manager.query(/* sql */ `SET enable_bitmapscan = off`);
+  await manager.query(/* sql */ `SET enable_seqscan = off`);
 }
 
 /**
