@@ -29,10 +29,10 @@ export interface OutboxRow {
  *   session one of the busiest processes on the machine. The claim wants the index's order anyway.
  * - `enable_seqscan = off`: on a table never analyzed (its first minute, a cluster just pg_upgraded,
  *   autovacuum off) the planner guesses most rows are parked and reads the parked keys with a scan of
- *   the whole table, once per claim that finds a row; every statement of this session has an index
- *   for what it reads (the parked and unpublished indexes, the primary keys), so it is planned with
- *   them whatever the statistics say. A table without a usable index is still scanned, at a penalty
- *   only in the plan's cost.
+ *   the whole table, once per claim that finds a row; every statement of this session on the outbox
+ *   has an index for what it reads (the parked and unpublished indexes, the primary key), so it is
+ *   planned with them whatever the statistics say. A table without a usable index (the small
+ *   instance table) is still scanned, at a penalty only in the plan's cost.
  * - `jit = off`: that penalty (10^10) is above every JIT threshold, and the heartbeat's statements on
  *   the small instance table, which has no index for them, were compiled with LLVM on every run
  *   (20-80 ms each instead of 0.1 ms: with three relays, rows waited seconds). No statement of this
