@@ -464,7 +464,7 @@ async function explainClaim(db: Pool): Promise<{ plan: string; ms: number }> {
     const { rows } = await client.query(
       /* sql */ `
       EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) ${CLAIM}`,
-      [SHARDS, Array.from({ length: SHARDS }, (_, i) => i), BATCH_SIZE, []],
+      [SHARDS, Array.from({ length: SHARDS }, (_, i) => i), BATCH_SIZE, [], 0], // from the bottom, as after each heartbeat
     );
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
     return { plan, ms: Number(/Execution Time: ([\d.]+)/.exec(plan)?.[1] ?? NaN) };

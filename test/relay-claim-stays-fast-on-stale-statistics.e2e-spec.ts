@@ -1,51 +1,6 @@
 import { DataSource } from 'typeorm';
-import { migrate } from '@app/migrations';
 import { CLAIM, claimBatch, prepareRelaySession } from '@app/outbox';
-import { postgresOptions } from '@app/platform';
-import { recreate } from './support/global-setup';
-import { deadToEverySnapshot } from './support/snapshots';
-import { testEnv } from './support/test-env';
-
-/**
- * An orders database of the suite's own (`orders_<name>_test`), migrated, with autovacuum off on the
- * outbox so that the statistics and dead entries stay what the test made them, then `seed`ed; the data
- * source is destroyed after the suite. Returns it, for the tests (set once the suite's beforeAll ran).
- */
-function outboxOfItsOwn(name: string, seed: (dataSource: DataSource) => Promise<void>, timeoutMs?: number): () => DataSource {
-  const target = new URL(testEnv.ordersUrl);
-  target.pathname = target.pathname.replace(/_test$/, `_${name}_test`);
-  const url = target.toString();
-  let dataSource: DataSource;
-  beforeAll(async () => {
-    await recreate(url);
-    await migrate('orders', url);
-    dataSource = await new DataSource(postgresOptions({ url, applicationName: `e2e-${name}`, poolSize: 2 })).initialize();
-    await dataSource.query(/* sql */ `ALTER TABLE outbox_messages SET (autovacuum_enabled = false)`);
-    await seed(dataSource);
-  }, timeoutMs);
-  afterAll(async () => {
-    await dataSource?.destroy();
-  });
-  return () => dataSource;
-}
-
-/** `count` outbox rows of keys key-1…key-count (key_hash = i), unpublished or already published. */
-function insertProbes(dataSource: DataSource, count: number, published = false): Promise<unknown> {
-  return dataSource.query(
-    /* sql */ `
-    INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers, published_at)
-    SELECT gen_random_uuid(), 'e2e.claim', 'key-' || i, i, 'RelayProbe', 1, 't', jsonb_build_object('n', i), '{}', CASE WHEN $2 THEN now() END
-    FROM generate_series(1, $1) AS i`,
-    [count, published],
-  );
-}
-
-/** Marks every unpublished row published as the relay does (an UPDATE: its unpublished-index entry left dead). */
-function publishAsTheRelayDoes(dataSource: DataSource): Promise<void> {
-  return deadToEverySnapshot(dataSource, (manager) =>
-    manager.query(/* sql */ `UPDATE outbox_messages SET published_at = now() WHERE published_at IS NULL`),
-  );
-}
+import { insertProbes, outboxOfItsOwn, publishAsTheRelayDoes } from './support/outbox-of-its-own';
 
 /** The buffers one claim on the relay's session touched (EXPLAIN ANALYZE runs it; rolled back). */
 async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>): Promise<number> {
@@ -56,6 +11,7 @@ async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>)
       Array.from({ length: 16 }, (_, i) => i),
       500,
       [],
+      0,
     ]);
     return plan[0].Plan['Shared Hit Blocks'] + plan[0].Plan['Shared Read Blocks'];
   } finally {
@@ -71,7 +27,7 @@ async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>)
  */
 describe('the relay claim with statistics from before a burst', () => {
   const db = outboxOfItsOwn('claimstats', async (dataSource) => {
-    await insertProbes(dataSource, 200, true);
+    await insertProbes(dataSource, 200, { published: true });
     await dataSource.query(/* sql */ `ANALYZE outbox_messages`);
     await insertProbes(dataSource, 20_000);
   });
@@ -149,7 +105,7 @@ describe('the relay claim after many rows were published since the last vacuum',
  */
 describe('the relay claim on a table never analyzed', () => {
   const db = outboxOfItsOwn('claimnostats', async (dataSource) => {
-    await insertProbes(dataSource, 50_000, true);
+    await insertProbes(dataSource, 50_000, { published: true });
     await insertProbes(dataSource, 1);
   });
 
@@ -182,7 +138,7 @@ describe('the relay claim after a drained backlog was vacuumed on a large table'
     'claimvacuum',
     async (dataSource) => {
       // Days of published rows, vacuumed: none of them in the unpublished index.
-      await insertProbes(dataSource, 200_000, true);
+      await insertProbes(dataSource, 200_000, { published: true });
       await dataSource.query(/* sql */ `VACUUM ANALYZE outbox_messages`);
       // A backlog of 1,000 rows committed unpublished, then published: well under 2 % of the table's pages.
       await insertProbes(dataSource, 1000);
@@ -227,13 +183,13 @@ describe('the relay claim passing over the batch in flight', () => {
       const ordered = await runner.query(/* sql */ `SELECT id, sequence FROM outbox_messages ORDER BY sequence`);
       const inFlight: string[] = ordered.slice(0, 500).map((row: { id: string }) => row.id);
       const shards = `'{${Array.from({ length: 16 }, (_, i) => i).join(',')}}'`;
-      await runner.query(/* sql */ `PREPARE claim_probe(int, int[], int, uuid[]) AS ${CLAIM}`);
+      await runner.query(/* sql */ `PREPARE claim_probe(int, int[], int, uuid[], bigint) AS ${CLAIM}`);
       await runner.query(/* sql */ `SET plan_cache_mode = force_generic_plan`);
       await runner.startTransaction();
       const explained = await runner.query(
-        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(16, ${shards}, 500, '{${inFlight.join(',')}}')`,
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(16, ${shards}, 500, '{${inFlight.join(',')}}', 0)`,
       );
-      const claimed = await runner.query(`EXECUTE claim_probe(16, ${shards}, 500, '{${inFlight.join(',')}}')`);
+      const claimed = await runner.query(`EXECUTE claim_probe(16, ${shards}, 500, '{${inFlight.join(',')}}', 0)`);
       await runner.rollbackTransaction();
       const plan = JSON.stringify(explained[0]['QUERY PLAN']);
       expect(plan).toContain('hashed SubPlan');

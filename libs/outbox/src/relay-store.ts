@@ -48,23 +48,31 @@ export async function prepareRelaySession(manager: EntityManager): Promise<void>
 /**
  * Locks the next unpublished rows of the given shards, oldest sequence first, inside the caller's
  * transaction (`FOR UPDATE SKIP LOCKED`: rows another relay holds are skipped, never waited for).
- * No watermark: a row whose transaction committed late, with a lower sequence, is still found.
- * Keys with a parked row are held back, so a key's later events never overtake it.
+ * Reads from `floor` on (claim-floor.ts: every row of the shards below it is published), never from a
+ * watermark of what was claimed: a row whose transaction committed late, with a lower sequence, is
+ * still found. Keys with a parked row are held back, so a key's later events never overtake it.
  */
 export async function claimBatch(
   manager: EntityManager,
-  { shards, shardCount, limit, exclude = [] }: { shards: number[]; shardCount: number; limit: number; exclude?: string[] },
+  {
+    shards,
+    shardCount,
+    limit,
+    exclude = [],
+    floor = 0n,
+  }: { shards: number[]; shardCount: number; limit: number; exclude?: string[]; floor?: bigint },
 ): Promise<OutboxRow[]> {
   // The parked keys are read once per claim, through the parked index only (the fenced CTE keeps
   // `published_at IS NULL` out of it): written as a correlated NOT EXISTS, a planner working from
   // statistics taken before a burst of commits checked each claimed row by scanning every unpublished row.
-  const { rows } = await queryRows<OutboxRow>(manager, CLAIM, [shardCount, shards, limit, exclude]);
+  const { rows } = await queryRows<OutboxRow>(manager, CLAIM, [shardCount, shards, limit, exclude, floor.toString()]);
   return rows;
 }
 
 /**
  * The claim statement: $1 shard count, $2 owned shards, $3 batch size, $4 ids to pass over (the batch the
- * caller has in flight, claimed by a transaction it already committed). Exported for the benchmark's EXPLAIN.
+ * caller has in flight, claimed by a transaction it already committed), $5 the claim floor. Exported for
+ * the benchmark's EXPLAIN.
  * The ids in flight are the first unpublished rows the index scan meets, so each of up to 500 of them is
  * checked against all 500: written as `<> ALL($4)`, the generic plan a prepared statement settles on
  * after five runs compares them one by one (~4 ms of PostgreSQL's time per claim); `NOT IN (SELECT
@@ -78,6 +86,7 @@ export const CLAIM = /* sql */ `
            o.payload::text AS payload_json, o.headers, o.created_at
     FROM outbox_messages o
     WHERE o.published_at IS NULL
+      AND o.sequence >= $5
       AND o.parked_at IS NULL
       AND o.key_hash % $1 = ANY($2::int[])
       AND o.id NOT IN (SELECT unnest($4::uuid[]))

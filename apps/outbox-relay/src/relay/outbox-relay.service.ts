@@ -6,7 +6,17 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { KafkaJSError } from 'kafkajs';
 import { DataSource, EntityManager } from 'typeorm';
-import { claimBatch, deletePublishedBefore, markPublished, OUTBOX_CHANNEL, OutboxRow, parkMessage, prepareRelaySession } from '@app/outbox';
+import {
+  claimBatch,
+  ClaimFloor,
+  deletePublishedBefore,
+  lookAtFloor,
+  markPublished,
+  OUTBOX_CHANNEL,
+  OutboxRow,
+  parkMessage,
+  prepareRelaySession,
+} from '@app/outbox';
 import { Backoff, DedicatedSession } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
@@ -35,6 +45,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly instanceId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly ownership: ShardOwnership;
   private readonly backoff: Backoff;
+  /** Where claims start in the unpublished index; from the bottom again at every heartbeat (claim-floor.ts). */
+  private readonly floor = new ClaimFloor();
   private readonly settings: { shardCount: number; batchSize: number; pollMs: number; retentionSeconds: number; cleanupMs: number };
   /**
    * The relay's own connection: its shard locks, its LISTEN and its batches live and die together.
@@ -99,6 +111,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         // Topics exist before anything is published (and before consumers subscribe), also after an outage.
         await this.publisher.ready();
         const session = await this.openSession();
+        // Shards change only here, and the floor holds for the shards it was seen with; starting from the
+        // bottom once a heartbeat also bounds how long a row no rule of the floor foresaw can wait.
+        if (this.ownership.due()) this.floor.reset();
         await this.ownership.maintain(session.manager);
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBacklog(session);
@@ -182,10 +197,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     }
   }
 
-  /** The next batch of `shards`, passing over the ids in flight; timed for `outbox_claim_duration_seconds`. */
+  /**
+   * The next batch of `shards`, passing over the ids in flight, read from the claim floor on (raised
+   * first by what this look sees); timed for `outbox_claim_duration_seconds`.
+   */
   private async claim(manager: EntityManager, shards: number[], exclude?: string[]): Promise<OutboxRow[]> {
     const done = this.metrics.claimSeconds.startTimer();
-    const rows = await claimBatch(manager, { shards, shardCount: this.settings.shardCount, limit: this.settings.batchSize, exclude });
+    const { shardCount, batchSize } = this.settings;
+    this.floor.observe(await lookAtFloor(manager, { shards, shardCount, floor: this.floor.value }));
+    const rows = await claimBatch(manager, { shards, shardCount, limit: batchSize, exclude, floor: this.floor.value });
     done();
     return rows;
   }
