@@ -14,6 +14,7 @@ npx jest --runInBand \
   test/lost-sessions-are-retried-not-5xx.e2e-spec.ts \
   test/relay-shard-locks-follow-their-owner.e2e-spec.ts \
   test/relay-isolates-a-refused-row-in-its-batch.e2e-spec.ts \
+  test/relay-claims-start-past-what-it-published.e2e-spec.ts \
   test/consumer-retries-end.e2e-spec.ts \
   test/consumer-waits-out-a-database-outage.e2e-spec.ts \
   test/idempotency-matches-a-model.e2e-spec.ts \

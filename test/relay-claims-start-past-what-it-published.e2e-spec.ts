@@ -6,6 +6,7 @@ import { postgresOptions } from '@app/platform';
 import { startApp } from './support/apps';
 import { eventually } from './support/eventually';
 import { insertProbes, ordersUrlOfItsOwn, outboxOfItsOwn } from './support/outbox-of-its-own';
+import { LONG_RUN } from './support/search';
 
 /** Runs `work` on a connection of its own to `url`, closed afterwards: its backend's statistics are then flushed. */
 async function onItsOwnConnection<T>(url: string, work: (dataSource: DataSource) => Promise<T>): Promise<T> {
@@ -112,7 +113,7 @@ describe('the relay after draining a backlog, before any vacuum', () => {
  * as running. Writers hold transactions open for random times, roll some back, and insert some rows
  * through a trigger that sleeps between the draw and the write; the relay's heartbeat, which also
  * starts its claims from the bottom again, is a minute: every committed row must still be published
- * within seconds.
+ * within seconds. Writers for six seconds in `npm test`, a minute in `npm run test:faults`.
  */
 describe('the relay floor and rows that commit late', () => {
   const url = ordersUrlOfItsOwn('latefloor');
@@ -165,7 +166,7 @@ describe('the relay floor and rows that commit late', () => {
       let rolledBack = 0;
       const writers = await new DataSource(postgresOptions({ url, applicationName: 'e2e-writers', poolSize: 6 })).initialize();
       try {
-        const until = Date.now() + 6_000;
+        const until = Date.now() + (LONG_RUN ? 60_000 : 6_000);
         const writer = async () => {
           while (Date.now() < until) {
             const runner = writers.createQueryRunner();
@@ -200,5 +201,5 @@ describe('the relay floor and rows that commit late', () => {
     } finally {
       await relay.stop();
     }
-  }, 60_000);
+  }, 150_000);
 });
