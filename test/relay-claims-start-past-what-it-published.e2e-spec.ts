@@ -158,6 +158,25 @@ describe('the relay floor and rows that commit late', () => {
     });
   });
 
+  it('takes no transaction id for a statement that inserts no outbox row (a replayed command stays read-only)', async () => {
+    await onItsOwnConnection(url, async (dataSource) => {
+      const runner = dataSource.createQueryRunner();
+      try {
+        await runner.startTransaction();
+        // A decided command's carried write, when the receipt was already there: its condition holds for no row.
+        await runner.query(/* sql */ `
+          INSERT INTO outbox_messages (id, topic, message_key, key_hash, event_type, event_version, tenant_id, payload, headers)
+          SELECT gen_random_uuid(), 'e2e.claim', 'k', 1, 'RelayProbe', 1, 't', '{}', '{}' WHERE false`);
+        const [{ xid }] = await runner.query(`SELECT pg_current_xact_id_if_assigned()::text AS xid`);
+        // With an id its commit would write a commit record and wait for the WAL flush, on every replay.
+        expect(xid).toBeNull();
+      } finally {
+        await runner.rollbackTransaction();
+        await runner.release();
+      }
+    });
+  });
+
   it('publishes every committed row within seconds while writers commit late and roll back at random', async () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     const relay = await startApp('outbox-relay', { ORDERS_DATABASE_URL: url, RELAY_HEARTBEAT_MS: '60000' });
