@@ -29,8 +29,8 @@ const WAITING = 16;
  * floor, never claimed. So a sighting counts only once every transaction that was running when it was
  * taken has ended (its snapshot's `xmax` at or below a later snapshot's `xmin`): a row numbered below
  * the sighting's lowest was drawn before the lowest's transaction committed, so before the sighting,
- * by a transaction that already had its id (migration 080: the sequence's default takes the transaction's
- * id before it draws) and was then running, now ended. The later sighting shows whether any such row committed
+ * by a transaction that already had its id (migration 080: the sequence's default takes the id before
+ * it draws) and was then running, now ended. The later sighting shows whether any such row committed
  * and is still unpublished; the floor rises to the lower of the two lowests.
  *
  * A transaction left open anywhere on the server holds the floor where it is (its id bounds every

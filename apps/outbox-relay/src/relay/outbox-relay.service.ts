@@ -113,8 +113,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         const session = await this.openSession();
         // Shards change only here, and the floor holds for the shards it was seen with; starting from the
         // bottom once a heartbeat also bounds how long a row no rule of the floor foresaw can wait.
-        if (this.ownership.due()) this.floor.reset();
-        await this.ownership.maintain(session.manager);
+        if (await this.ownership.maintain(session.manager)) this.floor.reset();
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBacklog(session);
         this.backoff.reset();

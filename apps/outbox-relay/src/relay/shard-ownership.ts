@@ -39,9 +39,12 @@ export class ShardOwnership {
     return Date.now() >= this.nextCheckAt;
   }
 
-  /** Heartbeat and rebalance, at most once per heartbeat interval. Run between batches, never inside one. */
-  async maintain(session: EntityManager): Promise<void> {
-    if (Date.now() < this.nextCheckAt) return;
+  /**
+   * Heartbeat and rebalance, at most once per heartbeat interval. Run between batches, never inside one.
+   * Returns whether it ran: only then can the shards have changed.
+   */
+  async maintain(session: EntityManager): Promise<boolean> {
+    if (Date.now() < this.nextCheckAt) return false;
     this.nextCheckAt = Date.now() + this.heartbeatMs;
     await this.announce(session);
     const { rows } = await queryRows<{ alive: number }>(
@@ -67,6 +70,7 @@ export class ShardOwnership {
       if (got[0].locked) this.owned.add(shard);
     }
     await this.announce(session);
+    return true;
   }
 
   /** Graceful exit: give every shard back at once and leave the instance list. */
