@@ -1,5 +1,4 @@
-import { EntityManager } from 'typeorm';
-import { queryRows } from '@app/platform';
+import { Queryable, queryRows } from '@app/platform';
 
 /**
  * What one look at the unpublished index saw, under one snapshot: the lowest unpublished sequence of
@@ -87,14 +86,10 @@ const LOOK = /* sql */ `
     FROM pg_current_snapshot() AS s`;
 
 export async function lookAtFloor(
-  manager: EntityManager,
+  on: Queryable,
   { shards, shardCount, floor }: { shards: number[]; shardCount: number; floor: bigint },
 ): Promise<FloorSighting> {
-  const { rows } = await queryRows<{ xmin: string; xmax: string; lowest: string | null }>(manager, LOOK, [
-    shardCount,
-    shards,
-    floor.toString(),
-  ]);
+  const { rows } = await queryRows<{ xmin: string; xmax: string; lowest: string | null }>(on, LOOK, [shardCount, shards, floor.toString()]);
   const [{ xmin, xmax, lowest }] = rows;
   return { lowest: lowest === null ? null : BigInt(lowest), xmin: BigInt(xmin), xmax: BigInt(xmax) };
 }

@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { BatchedDelete, deleteInBatches, queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, Queryable, queryRows } from '@app/platform';
 
 export interface OutboxRow {
   id: string;
@@ -53,7 +53,7 @@ export async function prepareRelaySession(manager: EntityManager): Promise<void>
  * still found. Keys with a parked row are held back, so a key's later events never overtake it.
  */
 export async function claimBatch(
-  manager: EntityManager,
+  on: Queryable,
   {
     shards,
     shardCount,
@@ -65,7 +65,7 @@ export async function claimBatch(
   // The parked keys are read once per claim, through the parked index only (the fenced CTE keeps
   // `published_at IS NULL` out of it): written as a correlated NOT EXISTS, a planner working from
   // statistics taken before a burst of commits checked each claimed row by scanning every unpublished row.
-  const { rows } = await queryRows<OutboxRow>(manager, CLAIM, [shardCount, shards, limit, exclude, floor.toString()]);
+  const { rows } = await queryRows<OutboxRow>(on, CLAIM, [shardCount, shards, limit, exclude, floor.toString()]);
   return rows;
 }
 
@@ -96,22 +96,21 @@ export const CLAIM = /* sql */ `
     FOR UPDATE OF o SKIP LOCKED`;
 
 /** Marks rows published in the caller's transaction; counted as one successful attempt each. */
-export async function markPublished(manager: EntityManager, ids: string[]): Promise<void> {
+export async function markPublished(on: Queryable, ids: string[]): Promise<void> {
   if (!ids.length) return;
   await queryRows(
-    manager,
+    on,
     /* sql */ `UPDATE outbox_messages SET published_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::uuid[])`,
     [ids],
   );
 }
 
 /** Parks a row Kafka refused for its own sake (not an outage): kept, reported, and its key held back. */
-export async function parkMessage(manager: EntityManager, id: string, error: string): Promise<void> {
-  await queryRows(
-    manager,
-    /* sql */ `UPDATE outbox_messages SET parked_at = now(), attempts = attempts + 1, last_error = $2 WHERE id = $1`,
-    [id, error.slice(0, 2000)],
-  );
+export async function parkMessage(on: Queryable, id: string, error: string): Promise<void> {
+  await queryRows(on, /* sql */ `UPDATE outbox_messages SET parked_at = now(), attempts = attempts + 1, last_error = $2 WHERE id = $1`, [
+    id,
+    error.slice(0, 2000),
+  ]);
 }
 
 export interface OutboxBacklog {

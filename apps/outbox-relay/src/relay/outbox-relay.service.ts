@@ -5,7 +5,7 @@ import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { KafkaJSError } from 'kafkajs';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import {
   claimBatch,
   ClaimFloor,
@@ -17,7 +17,7 @@ import {
   parkMessage,
   prepareRelaySession,
 } from '@app/outbox';
-import { Backoff, DedicatedSession } from '@app/platform';
+import { Backoff, DedicatedSession, Queryable } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
 import { RelayMetrics } from './relay-metrics';
@@ -168,7 +168,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         // This claim sees every row committed before it starts: a notification that came earlier is
         // answered by it; one that comes later sets `woken` again.
         if (ahead) this.woken = false;
-        const rows = ahead ? await this.claim(runner.manager, shards, sending?.ids) : [];
+        const rows = ahead ? await this.claim(session.connection, shards, sending?.ids) : [];
         if (ahead || !sending) claimed = rows.length;
         const done = sending;
         sending = undefined;
@@ -177,14 +177,14 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           // The claim ahead may hold later rows of a refused key: give it back unsent, park, look again.
           await runner.rollbackTransaction();
           await runner.startTransaction();
-          await this.settle(runner.manager, outcome!);
+          await this.settle(session.connection, outcome!);
           await runner.commitTransaction();
           this.report(done, outcome!);
           claimed = batchSize;
           continue;
         }
         if (rows.length && !this.stopping) sending = this.send(rows);
-        if (done) await this.settle(runner.manager, outcome!);
+        if (done) await this.settle(session.connection, outcome!);
         await runner.commitTransaction();
         if (done) this.report(done, outcome!);
         if (!sending) return claimed;
@@ -200,11 +200,11 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
    * The next batch of `shards`, passing over the ids in flight, read from the claim floor on (raised
    * first by what this look sees); timed for `outbox_claim_duration_seconds`.
    */
-  private async claim(manager: EntityManager, shards: number[], exclude?: string[]): Promise<OutboxRow[]> {
+  private async claim(on: Queryable, shards: number[], exclude?: string[]): Promise<OutboxRow[]> {
     const done = this.metrics.claimSeconds.startTimer();
     const { shardCount, batchSize } = this.settings;
-    this.floor.observe(await lookAtFloor(manager, { shards, shardCount, floor: this.floor.value }));
-    const rows = await claimBatch(manager, { shards, shardCount, limit: batchSize, exclude, floor: this.floor.value });
+    this.floor.observe(await lookAtFloor(on, { shards, shardCount, floor: this.floor.value }));
+    const rows = await claimBatch(on, { shards, shardCount, limit: batchSize, exclude, floor: this.floor.value });
     done();
     return rows;
   }
@@ -216,10 +216,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /** Marks what Kafka acknowledged and parks what it refused, in the caller's transaction. */
-  private async settle(manager: EntityManager, outcome: PublishOutcome): Promise<void> {
-    await markPublished(manager, outcome.published);
+  private async settle(on: Queryable, outcome: PublishOutcome): Promise<void> {
+    await markPublished(on, outcome.published);
     for (const { id, error } of outcome.rejected) {
-      await parkMessage(manager, id, error);
+      await parkMessage(on, id, error);
       this.logger.error({ messageId: id, error }, 'Kafka refused an outbox message; parked it, its key waits for an operator');
     }
   }

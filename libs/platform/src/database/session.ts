@@ -45,6 +45,14 @@ export class DedicatedSession {
   }
 
   /**
+   * The connection itself, for `queryRows`: its statements are prepared once per connection and then
+   * only bound and executed. They run in the runner's transaction when it has one (one connection).
+   */
+  get connection(): PoolClient {
+    return this.client;
+  }
+
+  /**
    * Closes the connection: the pool removes a client released with an error instead of reusing it, and
    * PostgreSQL releases every session lock with the backend. Safe to call more than once.
    */
