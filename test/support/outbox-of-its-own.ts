@@ -13,12 +13,17 @@ export function ordersUrlOfItsOwn(name: string): string {
 }
 
 /**
- * An orders database of the suite's own (`orders_<name>_test`), migrated, with autovacuum off on the
- * outbox so that the statistics and dead entries stay what the test made them, then `seed`ed; the data
- * source is destroyed after the suite. Returns it, for the tests (set once the suite's beforeAll ran).
+ * An orders database of the suite's own (`orders_<name>_test`, or `url` on another server), migrated,
+ * with autovacuum off on the outbox so that the statistics and dead entries stay what the test made
+ * them, then `seed`ed; the data source is destroyed after the suite. Returns it, for the tests (set
+ * once the suite's beforeAll ran).
  */
-export function outboxOfItsOwn(name: string, seed: (dataSource: DataSource) => Promise<void>, timeoutMs?: number): () => DataSource {
-  const url = ordersUrlOfItsOwn(name);
+export function outboxOfItsOwn(
+  name: string,
+  seed: (dataSource: DataSource) => Promise<void>,
+  timeoutMs?: number,
+  url = ordersUrlOfItsOwn(name),
+): () => DataSource {
   let dataSource: DataSource;
   beforeAll(async () => {
     await recreate(url);
