@@ -78,7 +78,6 @@ describe('the relay after draining a backlog, before any vacuum', () => {
   // (one held open on another database made this 336 buffers per commit).
   const postgres = new PrivatePostgres(29_730);
   beforeAll(() => postgres.start(), 120_000);
-  afterAll(() => postgres.destroy());
   const url = postgres.url('orders_claimfloor_test');
   const tenantId = `t-${randomUUID().slice(0, 12)}`;
   const db = outboxOfItsOwn(
@@ -89,6 +88,7 @@ describe('the relay after draining a backlog, before any vacuum', () => {
     undefined,
     url,
   );
+  afterAll(() => postgres.destroy()); // after the hooks above (jest runs them in order): its sessions first
 
   it("does not walk the backlog's index entries on every claim", async () => {
     const first = await startApp('outbox-relay', { ORDERS_DATABASE_URL: url });

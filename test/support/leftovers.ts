@@ -72,7 +72,11 @@ function where(armed: Error): string {
 
 function describe(handle: any): string {
   const kind: string = handle?.constructor?.name ?? typeof handle;
-  if (kind === 'Socket' && handle.remotePort) return `a socket to ${handle.remoteAddress}:${handle.remotePort}`;
+  if (kind === 'Socket') {
+    const over: string = handle._handle?.constructor?.name ?? 'closed';
+    if (handle.remotePort) return `a ${over} socket to ${handle.remoteAddress}:${handle.remotePort}`;
+    return `a ${over} socket${handle.localPort ? ` from local port ${handle.localPort}` : ''}, not connected (its peer gone)`;
+  }
   if (kind === 'Server') return `a server listening on ${JSON.stringify(handle.address?.())}`;
   if (kind === 'ChildProcess') return `child process ${handle.pid} (${(handle.spawnargs ?? []).join(' ').slice(0, 120)})`;
   return `a ${kind}`;
