@@ -73,9 +73,11 @@ function where(armed: Error): string {
 function describe(handle: any): string {
   const kind: string = handle?.constructor?.name ?? typeof handle;
   if (kind === 'Socket') {
-    const over: string = handle._handle?.constructor?.name ?? 'closed';
-    if (handle.remotePort) return `a ${over} socket to ${handle.remoteAddress}:${handle.remotePort}`;
-    return `a ${over} socket${handle.localPort ? ` from local port ${handle.localPort}` : ''}, not connected (its peer gone)`;
+    const over: string | undefined = handle._handle?.constructor?.name;
+    if (over === 'Pipe') return "a pipe (a child process's output or input, or a Unix socket)";
+    if (over === 'TCP' && handle.remotePort) return `a TCP socket to ${handle.remoteAddress}:${handle.remotePort}`;
+    if (over === 'TCP') return `a TCP socket from local port ${handle.localPort ?? '?'} whose peer is gone`;
+    return 'a socket being closed';
   }
   if (kind === 'Server') return `a server listening on ${JSON.stringify(handle.address?.())}`;
   if (kind === 'ChildProcess') return `child process ${handle.pid} (${(handle.spawnargs ?? []).join(' ').slice(0, 120)})`;
