@@ -11,7 +11,8 @@ module.exports = {
       rootDir: __dirname,
       roots: ['<rootDir>/apps', '<rootDir>/libs', '<rootDir>/bench', '<rootDir>/test/workload', '<rootDir>/test/support'],
       testRegex: '\\.spec\\.ts$',
-      testEnvironment: 'node',
+      // Node's, naming what a spec leaves running when it ends (the e2e environment does the same).
+      testEnvironment: '<rootDir>/test/support/watched-environment.ts',
       moduleNameMapper,
       transform,
     },

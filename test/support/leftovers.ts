@@ -50,7 +50,7 @@ export class Leftovers {
       found.push(`${kind}(…, ${ms ?? 0} ms), armed ${where(armed)}`);
     }
     for (const handle of activeHandles()) {
-      if (!this.handlesBefore.has(handle)) found.push(describe(handle));
+      if (!this.handlesBefore.has(handle) && !isStdio(handle)) found.push(describe(handle));
     }
     return found;
   }
@@ -68,6 +68,12 @@ function where(armed: Error): string {
     .map((line) => line.trim().replace(/^at /, ''))
     .filter((frame) => !frame.includes('leftovers.ts'));
   return frames.slice(0, 4).join(' < ') || 'at an unknown place';
+}
+
+/** The process's own stdin, stdout and stderr, which Node opens when first used, not when the process starts. */
+function isStdio(handle: any): boolean {
+  const fd = handle?._handle?.fd;
+  return fd === 0 || fd === 1 || fd === 2;
 }
 
 function describe(handle: any): string {
