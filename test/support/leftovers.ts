@@ -50,7 +50,7 @@ export class Leftovers {
       found.push(`${kind}(…, ${ms ?? 0} ms), armed ${where(armed)}`);
     }
     for (const handle of activeHandles()) {
-      if (!this.handlesBefore.has(handle) && !isStdio(handle)) found.push(describe(handle));
+      if (!this.handlesBefore.has(handle) && !isStdio(handle)) found.push(describeHandle(handle));
     }
     return found;
   }
@@ -60,7 +60,7 @@ function activeHandles(): unknown[] {
   return (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
 }
 
-/** The first frames of the stack outside this file and node_modules' jest, where the timer was armed. */
+/** Where the timer was armed: the first frames of its stack past this file's own. */
 function where(armed: Error): string {
   const frames = (armed.stack ?? '')
     .split('\n')
@@ -76,7 +76,7 @@ function isStdio(handle: any): boolean {
   return fd === 0 || fd === 1 || fd === 2;
 }
 
-function describe(handle: any): string {
+function describeHandle(handle: any): string {
   const kind: string = handle?.constructor?.name ?? typeof handle;
   if (kind === 'Socket') {
     const over: string | undefined = handle._handle?.constructor?.name;
