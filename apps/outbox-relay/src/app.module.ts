@@ -17,6 +17,8 @@ import { RelayModule } from './relay/relay.module';
           applicationName: 'outbox-relay',
           poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
           statementTimeoutMs: 30_000,
+          // The relay's loop writes BEGIN, the floor's look and the claim at once, and the mark with COMMIT.
+          pipeline: true,
         }),
     }),
     HealthModule.register({ database: 'orders', kafka: true }),

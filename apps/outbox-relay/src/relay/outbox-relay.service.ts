@@ -17,7 +17,8 @@ import {
   parkMessage,
   prepareRelaySession,
 } from '@app/outbox';
-import { Backoff, DedicatedSession, Queryable } from '@app/platform';
+import type { PoolClient } from 'pg';
+import { Backoff, DedicatedSession, expectCommitted, pipelined, Queryable } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
 import { RelayMetrics } from './relay-metrics';
@@ -156,57 +157,82 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const shards = this.ownership.shards();
     if (!shards.length) return 0;
     const { batchSize } = this.settings;
-    const runner = session.queryRunner;
+    const db = session.connection;
     let sending: Sending | undefined;
     let claimed = 0;
+    /** A transaction is open on the session: BEGIN was sent and neither COMMIT nor ROLLBACK yet. */
+    let open = false;
     try {
       for (;;) {
-        await runner.startTransaction();
         // Claim ahead while a batch is in flight when the last claim was full (a backlog) or new rows
         // were notified meanwhile (a steady trickle: they go out as soon as the batch before is acknowledged).
         const ahead = !this.stopping && !this.ownership.due() && (!sending || claimed === batchSize || this.woken);
         // This claim sees every row committed before it starts: a notification that came earlier is
         // answered by it; one that comes later sets `woken` again.
         if (ahead) this.woken = false;
-        const rows = ahead ? await this.claim(session.connection, shards, sending?.ids) : [];
+        open = ahead;
+        const rows = ahead ? await this.claim(db, shards, sending?.ids) : [];
         if (ahead || !sending) claimed = rows.length;
         const done = sending;
         sending = undefined;
         const outcome = await done?.outcome;
         if (done && outcome!.rejected.length) {
           // The claim ahead may hold later rows of a refused key: give it back unsent, park, look again.
-          await runner.rollbackTransaction();
-          await runner.startTransaction();
-          await this.settle(session.connection, outcome!);
-          await runner.commitTransaction();
+          if (open) await db.query('ROLLBACK');
+          open = true;
+          await db.query('BEGIN');
+          await this.settle(db, outcome!);
+          expectCommitted(await db.query('COMMIT'));
+          open = false;
           this.report(done, outcome!);
           claimed = batchSize;
           continue;
         }
         if (rows.length && !this.stopping) sending = this.send(rows);
-        if (done) await this.settle(session.connection, outcome!);
-        await runner.commitTransaction();
+        await this.commit(db, open, done && outcome!.published);
+        open = false;
         if (done) this.report(done, outcome!);
         if (!sending) return claimed;
       }
     } catch (error) {
-      await runner.rollbackTransaction().catch(() => undefined);
+      if (open) await db.query('ROLLBACK').catch(() => undefined);
       await sending?.outcome.catch(() => undefined);
       throw error;
     }
   }
 
   /**
-   * The next batch of `shards`, passing over the ids in flight, read from the claim floor on (raised
-   * first by what this look sees); timed for `outbox_claim_duration_seconds`.
+   * Opens the loop's transaction and claims the next batch of `shards`, passing over the ids in flight:
+   * BEGIN, the floor's look and the claim go out in one write. The claim reads from the floor as it was
+   * before this look (a floor only rises, and one lower than it could be only reads further); the look
+   * raises it for the next claim. Timed for `outbox_claim_duration_seconds`.
    */
-  private async claim(on: Queryable, shards: number[], exclude?: string[]): Promise<OutboxRow[]> {
+  private async claim(db: PoolClient, shards: number[], exclude?: string[]): Promise<OutboxRow[]> {
     const done = this.metrics.claimSeconds.startTimer();
     const { shardCount, batchSize } = this.settings;
-    this.floor.observe(await lookAtFloor(on, { shards, shardCount, floor: this.floor.value }));
-    const rows = await claimBatch(on, { shards, shardCount, limit: batchSize, exclude, floor: this.floor.value });
+    const floor = this.floor.value;
+    const [, sighting, rows] = await pipelined(
+      db,
+      () =>
+        [
+          db.query('BEGIN'),
+          lookAtFloor(db, { shards, shardCount, floor }),
+          claimBatch(db, { shards, shardCount, limit: batchSize, exclude, floor }),
+        ] as const,
+    );
+    this.floor.observe(sighting);
     done();
     return rows;
+  }
+
+  /**
+   * Marks the acknowledged ids and commits the loop's transaction, in one write; with no transaction
+   * open the mark is a transaction of its own.
+   */
+  private async commit(db: PoolClient, open: boolean, published: string[] = []): Promise<void> {
+    if (!open) return markPublished(db, published);
+    const [, ended] = await pipelined(db, () => [markPublished(db, published), db.query('COMMIT')] as const);
+    expectCommitted(ended);
   }
 
   private send(rows: OutboxRow[]): Sending {

@@ -40,10 +40,6 @@ export class DedicatedSession {
     return this.runner.manager;
   }
 
-  get queryRunner(): QueryRunner {
-    return this.runner;
-  }
-
   /**
    * The connection itself, for `queryRows`: its statements are prepared once per connection and then
    * only bound and executed. They run in the runner's transaction when it has one (one connection).

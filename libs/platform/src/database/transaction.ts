@@ -64,7 +64,7 @@ export async function inTransaction<T>(
     if (!transaction.ended) {
       options.beforeCommit?.(result);
       transaction.ended = true;
-      committed(await client.query('COMMIT'));
+      expectCommitted(await client.query('COMMIT'));
     }
     return result;
   } catch (error) {
@@ -130,21 +130,32 @@ export async function queryThenCommit<T = Record<string, unknown>>(
   if (!transaction?.commitAhead) return queryRows<T>(db, sql, parameters);
   const client = db as Client;
   transaction.ended = true;
-  const [statement, commit] = inOneWrite(client, () => [queryRows<T>(client, sql, parameters), client.query('COMMIT')] as const);
-  const [ran, ended] = await Promise.allSettled([statement, commit]);
-  if (ran.status === 'rejected') throw ran.reason;
-  if (ended.status === 'rejected') throw ended.reason;
-  committed(ended.value);
-  return ran.value;
+  const [ran, ended] = await pipelined(client, () => [queryRows<T>(client, sql, parameters), client.query('COMMIT')] as const);
+  expectCommitted(ended);
+  return ran;
 }
 
 /** BEGIN and the work's first statement in one write; the work's own result, or the first failure. */
 async function beganWith<T>(client: PoolClient, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  const [begun, working] = inOneWrite(client, () => [client.query('BEGIN'), work(client)] as const);
-  const [began, worked] = await Promise.allSettled([begun, working]);
-  if (began.status === 'rejected') throw began.reason;
-  if (worked.status === 'rejected') throw worked.reason;
-  return worked.value;
+  const [, worked] = await pipelined(client, () => [client.query('BEGIN'), work(client)] as const);
+  return worked;
+}
+
+/**
+ * The statements `send` starts (without awaiting any) go out in one write on a client in pg's pipeline
+ * mode: PostgreSQL runs them in order, each as if sent alone, and answers them in order. Resolves to
+ * every result once all are answered, or rejects with the first failure (in sending order) once all
+ * are: a statement behind a failed one inside a transaction fails too, and nothing is left unanswered
+ * on the connection. On a client not in pipeline mode pg sends each after the answer to the one before.
+ */
+export async function pipelined<T extends readonly Promise<unknown>[]>(
+  client: ClientBase,
+  send: () => T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(inOneWrite(client as Client, send));
+  const failed = settled.find((outcome) => outcome.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((outcome) => (outcome as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
 
 /** What `send` writes to a pipelining client's socket goes out in one write (one system call). */
@@ -159,7 +170,7 @@ function inOneWrite<T>(client: Client, send: () => T): T {
 }
 
 /** COMMIT of a transaction PostgreSQL had already aborted answers ROLLBACK, not an error. */
-function committed(result: QueryResult): void {
+export function expectCommitted(result: QueryResult): void {
   if (result.command !== 'COMMIT') {
     throw new Error(`the transaction was rolled back at COMMIT (the server answered ${result.command}): a statement in it had failed`);
   }
