@@ -42,7 +42,8 @@ export class DedicatedSession {
 
   /**
    * The connection itself, for `queryRows`: its statements are prepared once per connection and then
-   * only bound and executed. They run in the runner's transaction when it has one (one connection).
+   * only bound and executed. They run in whatever transaction is open on it (one connection): one the
+   * caller began with BEGIN on it, as the relay's loop does, or the runner's.
    */
   get connection(): PoolClient {
     return this.client;
