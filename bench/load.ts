@@ -69,8 +69,11 @@ export class KeepAliveClient {
 
 export interface Measured {
   requests: number;
+  /** Units of work done (a unit may send several requests: a racing burst, a refused request's retry). */
+  units: number;
   seconds: number;
   perSecond: number;
+  unitsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
 }
@@ -95,8 +98,10 @@ export async function closedLoop(units: number, workers: number, unit: (index: n
   latencies.sort((a, b) => a - b);
   return {
     requests: latencies.length,
+    units,
     seconds,
     perSecond: latencies.length / seconds,
+    unitsPerSecond: units / seconds,
     p50Ms: percentile(latencies, 0.5),
     p99Ms: percentile(latencies, 0.99),
   };

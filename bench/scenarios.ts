@@ -182,8 +182,9 @@ export function commandPathScenarios(
 
 /**
  * The B5 peer (bench/peers/node-idempotency.ts: `@node-idempotency/nestjs` with Redis, the same order
- * and outbox transaction on a database of its own): fresh keys, then replays of them. Its replays
- * carry no Location, so a replay is checked by the order id in the body.
+ * and outbox transaction on a database of its own), in the workloads the command-api runs: fresh keys,
+ * replays of them, the 30 % mix and racing duplicates. Its replays carry no Location, so a replay is
+ * checked by the order id in the body. Its orders per key are counted in its database afterwards.
  */
 export function peerScenarios(target: { url: string; pid: number }, concurrency: number, check: Expectations): Scenario[] {
   const body = JSON.stringify({ sku: 'BENCH-1', quantity: 1 });
@@ -238,6 +239,59 @@ export function peerScenarios(target: { url: string; pid: number }, concurrency:
         const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === 'true' && orderId(reply) === ids.get(key);
         check.expect('peer: replay', ok, () => describeReply(reply));
         return [reply];
+      },
+    },
+    {
+      name: 'peer: 30 % retried',
+      measures: 'the peer, the same mix: 3 of every 10 requests retry a key this scenario already used, 7 are fresh',
+      workers: concurrency,
+      connections: concurrency,
+      orders: () => 0,
+      target,
+      units: (requests) => requests,
+      unit: async (client, pass, index) => {
+        const retry = isRetry(index) && index >= RETRY_DISTANCE;
+        const key = `${pass}-peer-mix-${retry ? index - RETRY_DISTANCE + 5 : index}`;
+        const reply = await client.send(create(key));
+        const replayed = reply.headers['idempotent-replayed'] === 'true';
+        const ok = reply.status === 201 && replayed === retry && !!orderId(reply) && (!retry || orderId(reply) === ids.get(key));
+        check.expect('peer: 30 % retried', ok, () => `${retry ? 'retry' : 'fresh'} ${key}: ${describeReply(reply)}`);
+        if (ok && !retry) ids.set(key, orderId(reply)!);
+        return [reply];
+      },
+    },
+    {
+      name: 'peer: racing duplicates',
+      measures:
+        `the peer, bursts of ${RACE_BURST} identical requests per fresh key: it answers 1 and refuses the others at once ` +
+        `(409, Retry-After: 1), which send again as soon as the first has its answer (sooner than Retry-After asks) until replayed`,
+      workers: Math.ceil(concurrency / RACE_BURST),
+      connections: Math.ceil(concurrency / RACE_BURST) * RACE_BURST,
+      orders: () => 0,
+      target,
+      units: (requests) => Math.ceil(requests / RACE_BURST),
+      unit: async (client, pass, index) => {
+        const key = `${pass}-peer-race-${index}`;
+        const call = create(key);
+        const burst = await Promise.all(Array.from({ length: RACE_BURST }, () => client.send(call)));
+        const fresh = burst.filter((r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined);
+        const sent = [...burst];
+        // Every caller ends with the order: a refused one asks again at once (the first caller has its answer
+        // by now), then a few ms apart, until it is replayed: the most a client could get out of the peer.
+        const answers = await Promise.all(
+          burst.map(async (reply) => {
+            for (let attempt = 0; reply.status === 409 && attempt < 200; attempt++) {
+              if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 2));
+              reply = await client.send(call);
+              sent.push(reply);
+            }
+            return reply;
+          }),
+        );
+        const ids = new Set(answers.map(orderId));
+        const ok = fresh.length === 1 && answers.every((r) => r.status === 201) && ids.size === 1 && !ids.has(undefined);
+        check.expect('peer: racing duplicates', ok, () => `key ${key}: ${answers.map(describeReply).join(' | ')}`);
+        return sent;
       },
     },
   ];
