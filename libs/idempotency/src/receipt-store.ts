@@ -118,8 +118,6 @@ function claimParameters(request: IdempotentRequest, print: Fingerprint, retenti
  * Database errors propagate: they never read as "no receipt".
  */
 export async function claimScope(db: Queryable, request: IdempotentRequest): Promise<Claim> {
-  const { tenantId, operation, key } = request.scope;
-  const scope = [tenantId, operation, key];
   const current = fingerprint(request.fields);
   const tombstoneSeconds = request.tombstoneSeconds ?? 0;
   // A row can vanish between statements (swept after expiry); then the claim simply runs again.
@@ -136,15 +134,7 @@ export async function claimScope(db: Queryable, request: IdempotentRequest): Pro
     }
 
     // The receipt committed while the claim waited on it: the second statement reads it.
-    const existing =
-      claimed.rows[0] ??
-      (
-        await queryRows<ClaimRow>(
-          db,
-          /* sql */ `SELECT ${RECEIPT_FOUND} FROM idempotency_receipts WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
-          scope,
-        )
-      ).rows[0];
+    const existing = claimed.rows[0] ?? (await readReceipt(db, request.scope));
     if (!existing) continue;
     const replay = replayOrRefuse(request, existing);
     if (replay) return replay;
@@ -208,9 +198,10 @@ function replayOrRefuse(request: IdempotentRequest, existing: ClaimRow): Claim |
  * Sent alone by `inOneStatement`, it is a transaction of its own; in `inTransaction`'s on a pipelined
  * pool, BEGIN, the statement and COMMIT go in one write. Either way one round trip. Otherwise the
  * statement finds the committed receipt, and nothing is written: it is replayed or refused as by
- * `claimScope`. `undecided` when the receipt has expired (it is replaced only by `claimScope`'s
- * conditional UPDATE) or was committed while the statement waited on it (not in its snapshot): the
- * caller then runs the command the general way, in a new transaction.
+ * `claimScope`. A receipt committed while the statement waited on it (a racing duplicate's) is not in
+ * its snapshot: a second statement, a read, finds it. `undecided` when the receipt has expired (it is
+ * replaced only by `claimScope`'s conditional UPDATE) or is gone (swept meanwhile): the caller then
+ * runs the command the general way, in a new transaction.
  */
 export async function claimDecided(
   db: Queryable,
@@ -237,7 +228,20 @@ export async function claimDecided(
   const { rows } = await whileClaiming(() => queryThenCommit<ClaimRow>(db, sql, parameters));
   const row = rows[0];
   if (row?.claimed) return { kind: 'claimed', expiresAt: row.expires_at, now: row.now, fingerprint: current };
-  return (row && replayOrRefuse(request, row)) ?? { kind: 'undecided' };
+  // No row: the receipt was committed while the statement waited on it (a racing duplicate). A read of
+  // its own, with a snapshot taken after the wait, finds it: replayed or refused without running again.
+  const existing = row ?? (await readReceipt(db, request.scope));
+  return (existing && replayOrRefuse(request, existing)) ?? { kind: 'undecided' };
+}
+
+/** The scope's committed receipt as a claim finds it (ClaimRow), read by a statement of its own. */
+async function readReceipt(db: Queryable, scope: IdempotencyScope): Promise<ClaimRow | undefined> {
+  const { rows } = await queryRows<ClaimRow>(
+    db,
+    /* sql */ `SELECT ${RECEIPT_FOUND} FROM idempotency_receipts WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3`,
+    [scope.tenantId, scope.operation, scope.key],
+  );
+  return rows[0];
 }
 
 /** Same key, different meaning: `fields` differ from the request whose receipt has the `stored` fingerprint (under its version). */

@@ -83,8 +83,10 @@ export async function inTransaction<T>(
  * transaction of its own, as atomic as any (all of its CTEs commit or none does, its now() is one
  * instant). For work that is one statement, what `inTransaction` would commit, with two statements of
  * protocol fewer for the server and the driver: a replay read from the database 7,700 -> 10,300 per
- * second through the bare driver here. The work must send nothing before or after that statement (each
- * would be a transaction of its own); a second `queryThenCommit` is refused, and work that returns
+ * second through the bare driver here. The work must write nothing before or after that statement (each
+ * statement would be a transaction of its own; a read after it, such as `claimDecided`'s look for a
+ * receipt committed while its statement waited, reads what is committed by then); a second
+ * `queryThenCommit` is refused, and work that returns
  * without one rejects. A connection whose statement failed other than by an error PostgreSQL reported
  * on a live session is destroyed, never handed to the next borrower.
  */
