@@ -203,16 +203,14 @@ export function peerScenarios(target: { url: string; pid: number }, concurrency:
       return undefined;
     }
   };
+  /** One request per unit of work, sent to the peer by `concurrency` workers; none of its orders are in our database. */
+  const oneByOne = { workers: concurrency, connections: concurrency, orders: () => 0, target, units: (requests: number) => requests };
   return [
     {
       name: 'peer: first execution',
       measures:
         'the same POST with a fresh key to @node-idempotency/nestjs 1.0.4 (Redis store, NestJS 10, same order + outbox transaction through bare pg)',
-      workers: concurrency,
-      connections: concurrency,
-      orders: () => 0,
-      target,
-      units: (requests) => requests,
+      ...oneByOne,
       unit: async (client, pass, index) => {
         const key = `${pass}-peer-${index}`;
         const reply = await client.send(create(key));
@@ -228,11 +226,7 @@ export function peerScenarios(target: { url: string; pid: number }, concurrency:
     {
       name: 'peer: replay',
       measures: 'the peer, key already used: its stored response',
-      workers: concurrency,
-      connections: concurrency,
-      orders: () => 0,
-      target,
-      units: (requests) => requests,
+      ...oneByOne,
       unit: async (client, _phase, index) => {
         const key = recent(keys, index) ?? 'no-peer-execution-succeeded';
         const reply = await client.send(create(key));
@@ -244,11 +238,7 @@ export function peerScenarios(target: { url: string; pid: number }, concurrency:
     {
       name: 'peer: 30 % retried',
       measures: 'the peer, the same mix: 3 of every 10 requests retry a key this scenario already used, 7 are fresh',
-      workers: concurrency,
-      connections: concurrency,
-      orders: () => 0,
-      target,
-      units: (requests) => requests,
+      ...oneByOne,
       unit: async (client, pass, index) => {
         const retry = isRetry(index) && index >= RETRY_DISTANCE;
         const key = `${pass}-peer-mix-${retry ? index - RETRY_DISTANCE + 5 : index}`;
