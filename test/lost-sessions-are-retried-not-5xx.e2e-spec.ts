@@ -6,6 +6,9 @@ import { HttpResult } from './support/http';
 import { searchSettings } from './support/search';
 import { testEnv } from './support/test-env';
 
+/** Creates sent three times at once, among the burst's. */
+const RACED = 4;
+
 /**
  * A database session that dies under a request (pg_terminate_backend, a failover, a restarted
  * pooler) is not an outage: the next connection works. Since every command runs in one transaction
@@ -13,8 +16,9 @@ import { testEnv } from './support/test-env';
  * commit, the second one finds the receipt and replays it), so the client gets its answer, never a
  * 5xx. A real outage (test/database-trouble-is-never-not-found) still ends in a 503 to retry.
  *
- * Each run sends a burst of creates, cancels and reads while every session of the command API is
- * terminated at random moments; the checker then counts, per key, the orders and receipts.
+ * Each run sends a burst of creates (a few of them three times at once), cancels and reads while
+ * every session of the command API is terminated at random moments; the checker then counts, per
+ * key, the orders and receipts.
  * 6 bursts in `npm test`, 60 in `npm run test:faults`. Replay a failure: FC_SEED=… FC_PATH=…
  */
 describe('a database session lost under a request', () => {
@@ -48,10 +52,12 @@ describe('a database session lost under a request', () => {
 
           const keys = Array.from({ length: creates }, () => `k-${randomUUID()}`);
           const cancelKey = `c-${randomUUID()}`;
+          const create = async (key: string, i: number) =>
+            [key, await client.createOrder(key, { sku: `SKU-${i}`, quantity: 1 + (i % 5) })] as [string, HttpResult];
           const requests: Promise<[string, HttpResult]>[] = [
-            ...keys.map(
-              async (key, i) => [key, await client.createOrder(key, { sku: `SKU-${i}`, quantity: 1 + (i % 5) })] as [string, HttpResult],
-            ),
+            ...keys.map(create),
+            // Racing duplicates of the first keys: each waits for the first request's receipt, then reads it.
+            ...keys.slice(0, RACED).flatMap((key, i) => [create(key, i), create(key, i)]),
             ...[0, 1, 2].map(
               async () => [cancelKey, await client.cancelOrder(orderId, cancelKey, { reason: 'lost sessions' })] as [string, HttpResult],
             ),
@@ -85,6 +91,11 @@ describe('a database session lost under a request', () => {
           expect(await db.counts(tenantId)).toEqual({ orders: creates + 1, receipts: creates + 2, outbox: creates + 2 });
           const cancels = answers.filter(([key]) => key === cancelKey).map(([, r]) => JSON.stringify(r.body));
           expect(new Set(cancels).size).toBe(1);
+          for (const key of keys.slice(0, RACED)) {
+            const orders = answers.filter(([sent]) => sent === key).map(([, r]) => r.body.id);
+            expect(orders).toHaveLength(3);
+            expect(new Set(orders).size).toBe(1);
+          }
         },
       ),
       searchSettings({ fast: 6, long: 60 }),
