@@ -1,4 +1,6 @@
 import net from 'node:net';
+import timers from 'node:timers';
+import timersPromises from 'node:timers/promises';
 import { Leftovers } from './leftovers';
 
 /** A test file's global as jest-environment-node gives it: the process's own timer functions. */
@@ -41,6 +43,21 @@ describe('Leftovers', () => {
     } finally {
       clearTimeout(unref);
     }
+  });
+
+  it('counts timers armed outside the file global (node:timers, timers/promises), which it cannot trace', async () => {
+    const leftovers = new Leftovers(fileGlobal());
+    const controller = new AbortController();
+    const asleep = timersPromises.setTimeout(60_000, undefined, { signal: controller.signal }).catch(() => undefined);
+    const direct = timers.setTimeout(() => undefined, 60_000);
+    try {
+      expect(leftovers.list()).toEqual(["2 more Timeout (armed outside the file's global: no stack)"]);
+    } finally {
+      controller.abort();
+      timers.clearTimeout(direct);
+      await asleep;
+    }
+    expect(leftovers.list()).toEqual([]);
   });
 
   it('arms what it is given to arm: the callback runs with its arguments', async () => {

@@ -7,6 +7,8 @@
 export class Leftovers {
   private readonly timers = new Map<NodeJS.Timeout, { kind: string; ms: number | undefined; armed: Error }>();
   private readonly handlesBefore: Set<unknown>;
+  /** How many resources of each kind kept the process alive when the file started (Node's count). */
+  private readonly resourcesBefore: Map<string, number>;
 
   /**
    * Watches the timers armed through `global` (a test file's global: its code and the libraries it
@@ -14,6 +16,7 @@ export class Leftovers {
    */
   constructor(global: Record<string, any>) {
     this.handlesBefore = new Set(activeHandles());
+    this.resourcesBefore = activeResources();
     const timers = this.timers;
     for (const kind of ['setTimeout', 'setInterval'] as const) {
       const arm = global[kind] as (...given: unknown[]) => NodeJS.Timeout;
@@ -49,11 +52,28 @@ export class Leftovers {
       if ((timer as unknown as { _destroyed: boolean })._destroyed || !timer.hasRef()) continue;
       found.push(`${kind}(…, ${ms ?? 0} ms), armed ${where(armed)}`);
     }
+    const watchedTimers = found.length;
     for (const handle of activeHandles()) {
       if (!this.handlesBefore.has(handle) && !isStdio(handle)) found.push(describeHandle(handle));
     }
+    // What the two lists above cannot see: timers armed through node:timers or timers/promises (a library's,
+    // not through the file's global), immediates, and any other kind Node counts but lists no handle for.
+    for (const [kind, count] of activeResources()) {
+      const more = count - (this.resourcesBefore.get(kind) ?? 0) - (kind === 'Timeout' ? watchedTimers : 0);
+      if (more > 0 && !LISTED_AS_HANDLES.has(kind)) found.push(`${more} more ${kind} (armed outside the file's global: no stack)`);
+    }
     return found;
   }
+}
+
+/** Kinds of Node's resource count that `activeHandles()` lists one by one (sockets, servers, child processes, terminals). */
+const LISTED_AS_HANDLES = new Set(['TCPSocketWrap', 'TCPServerWrap', 'PipeWrap', 'PipeServerWrap', 'ProcessWrap', 'TTYWrap']);
+
+/** How many resources of each kind keep the process alive now (`process.getActiveResourcesInfo()`). */
+function activeResources(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const kind of process.getActiveResourcesInfo()) counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  return counts;
 }
 
 function activeHandles(): unknown[] {
