@@ -83,12 +83,12 @@ export async function inTransaction<T>(
  * transaction of its own, as atomic as any (all of its CTEs commit or none does, its now() is one
  * instant). For work that is one statement, what `inTransaction` would commit, with two statements of
  * protocol fewer for the server and the driver: a replay read from the database 7,700 -> 10,300 per
- * second through the bare driver here. The work must write nothing before or after that statement (each
- * statement would be a transaction of its own; a read after it, such as `claimDecided`'s look for a
- * receipt committed while its statement waited, reads what is committed by then); a second
- * `queryThenCommit` is refused, and work that returns
- * without one rejects. A connection whose statement failed other than by an error PostgreSQL reported
- * on a live session is destroyed, never handed to the next borrower.
+ * second through the bare driver here. The work must write nothing before or after that statement
+ * (each statement would be a transaction of its own; a read after it, such as `claimDecided`'s look
+ * for a receipt committed while its statement waited, reads what is committed by then); a second
+ * `queryThenCommit` is refused, and work that returns without one rejects. A connection whose
+ * statement failed other than by an error PostgreSQL reported on a live session is destroyed, never
+ * handed to the next borrower.
  */
 export async function inOneStatement<T>(dataSource: DataSource, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await postgresPool(dataSource).connect();
@@ -148,7 +148,8 @@ async function beganWith<T>(client: PoolClient, work: (client: PoolClient) => Pr
  * mode: PostgreSQL runs them in order, each as if sent alone, and answers them in order. Resolves to
  * every result once all are answered, or rejects with the first failure (in sending order) once all
  * are: a statement behind a failed one inside a transaction fails too, and nothing is left unanswered
- * on the connection. On a client not in pipeline mode pg sends each after the answer to the one before.
+ * on the connection. Meant for clients in pipeline mode (the command path's and the relay's pools): on
+ * one that is not, pg queues each behind the answer to the one before, which pg 8 deprecates.
  */
 export async function pipelined<T extends readonly Promise<unknown>[]>(
   client: ClientBase,
