@@ -132,20 +132,33 @@ describe('pipelined() on a client in pg pipeline mode', () => {
 
   it('commits a transaction written at once entirely or not at all when its session is terminated at a random moment', async () => {
     const outcomes: ('committed' | 'lost')[] = [];
+    /** The transaction written at once: BEGIN, an insert per id, COMMIT. */
+    const transaction = (on: Client, ids: number[]) =>
+      pipelined(on, () => [on.query('BEGIN'), ...ids.map((id) => queryRows(on, INSERT.replace('%t', table), [id])), on.query('COMMIT')]);
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 2, max: 6 }), fc.double({ min: 0, max: 4, noNaN: true }), async (rows, killAfterMs) => {
-        await observer.query(`TRUNCATE ${table}`);
+      // The moment is a fraction of how long the same transaction just took uncut on this session, so
+      // the search lands before, during and after it however loaded the machine is (a fixed range of
+      // milliseconds cut every transaction on a busy CI host).
+      fc.asyncProperty(fc.integer({ min: 2, max: 6 }), fc.double({ min: 0, max: 2, noNaN: true }), async (rows, killAt) => {
         const ids = Array.from({ length: rows }, (_, i) => i + 1);
+        await observer.query(`TRUNCATE ${table}`);
+        const started = performance.now();
+        expectCommitted((await transaction(client, ids)).at(-1) as never);
+        const took = performance.now() - started;
+        await observer.query(`TRUNCATE ${table}`);
+
         const victim = client;
-        const kill = setTimeout(
-          () => void observer.query('SELECT pg_terminate_backend($1)', [(victim as unknown as { processID: number }).processID]),
-          killAfterMs,
-        );
-        const outcome = await pipelined(victim, () => [
-          victim.query('BEGIN'),
-          ...ids.map((id) => queryRows(victim, INSERT.replace('%t', table), [id])),
-          victim.query('COMMIT'),
-        ]).then(
+        let settled = false;
+        const terminate = () => {
+          if (!settled) void observer.query('SELECT pg_terminate_backend($1)', [(victim as unknown as { processID: number }).processID]);
+        };
+        const pending = transaction(victim, ids);
+        // A timer waits at least a millisecond, about as long as the whole transaction takes here, so a
+        // moment within the first millisecond is reached by terminating once the transaction is written.
+        const delay = killAt * took;
+        if (delay < 1) setImmediate(terminate);
+        else setTimeout(terminate, delay);
+        const outcome = await pending.then(
           (answers) => {
             expectCommitted(answers.at(-1) as never);
             return 'committed' as const;
@@ -155,7 +168,7 @@ describe('pipelined() on a client in pg pipeline mode', () => {
             return 'lost' as const;
           },
         );
-        clearTimeout(kill);
+        settled = true;
         await new Promise((resolve) => setTimeout(resolve, 10)); // a termination sent late lands now
         outcomes.push(outcome);
         const committed = await committedIds();
