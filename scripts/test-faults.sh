@@ -21,4 +21,5 @@ npx jest --runInBand \
   test/webhooks-wait-out-a-dead-receiver.e2e-spec.ts \
   test/webhook-receiver-verifies-signatures.e2e-spec.ts \
   test/history-checker-counts-nothing-lost.e2e-spec.ts \
+  test/pipelined-statements-answer-in-order.e2e-spec.ts \
   "$@" --selectProjects e2e

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { Client } from 'pg';
 import { expectCommitted, isDatabaseUnreachable, pipelined, queryRows } from '@app/platform';
+import { searchSettings } from './support/search';
 import { testEnv } from './support/test-env';
 
 /**
@@ -126,7 +127,8 @@ describe('pipelined() on a client in pg pipeline mode', () => {
         expect(await sessionState(client)).toBe('idle');
         expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
       }),
-      { numRuns: 60 },
+      // Each run is a few statements on one session: cheap enough to shrink a counterexample.
+      { ...searchSettings({ fast: 60, long: 600 }), endOnFailure: false },
     );
   });
 
@@ -178,7 +180,7 @@ describe('pipelined() on a client in pg pipeline mode', () => {
         await victim.end().catch(() => undefined);
         client = await connect();
       }),
-      { numRuns: 40 },
+      searchSettings({ fast: 40, long: 400 }),
     );
     // The property must have been searched where it matters: some transactions were cut off, some not.
     expect(outcomes).toContain('lost');
