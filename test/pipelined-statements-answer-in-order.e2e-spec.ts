@@ -150,9 +150,11 @@ describe('pipelined() on a client in pg pipeline mode', () => {
         await observer.query(`TRUNCATE ${table}`);
 
         const victim = client;
+        const pid = (victim as unknown as { processID: number }).processID;
         let settled = false;
+        let termination: Promise<unknown> | undefined;
         const terminate = () => {
-          if (!settled) void observer.query('SELECT pg_terminate_backend($1)', [(victim as unknown as { processID: number }).processID]);
+          if (!settled) termination = observer.query('SELECT pg_terminate_backend($1)', [pid]);
         };
         const pending = transaction(victim, ids);
         // A timer waits at least a millisecond, about as long as the whole transaction takes here, so a
@@ -171,12 +173,18 @@ describe('pipelined() on a client in pg pipeline mode', () => {
           },
         );
         settled = true;
-        await new Promise((resolve) => setTimeout(resolve, 10)); // a termination sent late lands now
+        await termination; // one sent as the transaction settled has reached PostgreSQL too
         outcomes.push(outcome);
         const committed = await committedIds();
         // A lost session may have committed before it died; a committed transaction has every row.
         expect(committed).toEqual(outcome === 'committed' || committed.length ? ids : []);
-        if (outcome === 'committed' && (await sessionState(victim)) === 'idle') return;
+        if (!termination) {
+          // Never cut off: committed, and the session is idle, ready for the next run.
+          expect(outcome).toBe('committed');
+          expect(await sessionState(victim)).toBe('idle');
+          return;
+        }
+        // Terminated, or about to be even if it committed first: never used again.
         await victim.end().catch(() => undefined);
         client = await connect();
       }),
