@@ -33,11 +33,15 @@ interface BadInput {
   type: string;
   /** When set, the problem carries `errors` naming exactly these fields. */
   fields?: string[];
+  /** When set, the problem's `detail` says this (what a caller reads to mend the request). */
+  detail?: RegExp;
+  /** Further request headers. */
+  headers?: Record<string, string>;
 }
 
 /** Sends `body` as it is (a string) or as JSON, with the row's key and content type. */
 function send(url: string, apiKey: string, row: BadInput, key: string | null) {
-  const headers: Record<string, string> = { Authorization: `Bearer ${apiKey}` };
+  const headers: Record<string, string> = { Authorization: `Bearer ${apiKey}`, ...row.headers };
   if (key !== null) headers['Idempotency-Key'] = key;
   const contentType = row.contentType === undefined ? 'application/json' : row.contentType;
   if (contentType !== null) headers['Content-Type'] = contentType;
@@ -60,11 +64,21 @@ const badKeys: [string, BadInput][] = [
 ];
 
 const badCreateBodies: [string, BadInput][] = [
-  ['a body that is not JSON', { body: 'sku=SKU-1&quantity=2', status: 400, type: INVALID }],
-  ['malformed JSON', { body: '{"sku":"SKU-1","quantity":2', status: 400, type: INVALID }],
-  ['a JSON array', { body: [validCreate], status: 400, type: INVALID }],
-  ['JSON null', { body: 'null', status: 400, type: INVALID }],
-  ['a JSON string', { body: '"SKU-1"', status: 400, type: INVALID }],
+  ['a body that is not JSON', { body: 'sku=SKU-1&quantity=2', status: 400, type: INVALID, detail: /not valid JSON/ }],
+  ['malformed JSON', { body: '{"sku":"SKU-1","quantity":2', status: 400, type: INVALID, detail: /not valid JSON/ }],
+  // Valid JSON, but not an object: said so, not "not valid JSON".
+  ['a JSON array', { body: [validCreate], status: 400, type: INVALID, detail: /must be a JSON object/ }],
+  ['JSON null', { body: 'null', status: 400, type: INVALID, detail: /must be a JSON object/ }],
+  ['a JSON string', { body: '"SKU-1"', status: 400, type: INVALID, detail: /must be a JSON object/ }],
+  ['a JSON number', { body: '2', status: 400, type: INVALID, detail: /must be a JSON object/ }],
+  [
+    'Content-Encoding gzip on a body that is not gzip',
+    { headers: { 'Content-Encoding': 'gzip' }, body: validCreate, status: 400, type: INVALID, detail: /Content-Encoding gzip/ },
+  ],
+  [
+    'an unsupported Content-Encoding',
+    { headers: { 'Content-Encoding': 'compress' }, body: validCreate, status: 415, type: UNSUPPORTED, detail: /Content-Encoding/ },
+  ],
   ['an empty body', { body: '', status: 400, type: INVALID, fields: ['sku', 'quantity'] }],
   ['Content-Type text/plain', { contentType: 'text/plain', body: JSON.stringify(validCreate), status: 415, type: UNSUPPORTED }],
   ['no Content-Type', { contentType: null, body: JSON.stringify(validCreate), status: 415, type: UNSUPPORTED }],
@@ -131,7 +145,8 @@ const badCancels: [string, BadInput & { orderId?: string }][] = [
     { body: '{"reason":"changed","constructor":{}}', status: 400, type: INVALID, fields: ['constructor'] },
   ],
   ['a body that is not JSON', { body: 'reason=changed', status: 400, type: INVALID }],
-  ['a JSON array', { body: [validCancel], status: 400, type: INVALID }],
+  ['a JSON array', { body: [validCancel], status: 400, type: INVALID, detail: /must be a JSON object/ }],
+  ['JSON null', { body: 'null', status: 400, type: INVALID, detail: /must be a JSON object/ }],
   ['Content-Type text/plain', { contentType: 'text/plain', body: JSON.stringify(validCancel), status: 415, type: UNSUPPORTED }],
   [`a body over ${MAX_BODY_BYTES} bytes`, { body: { reason: 'r'.repeat(MAX_BODY_BYTES) }, status: 413, type: TOO_LARGE }],
 ];
@@ -147,6 +162,7 @@ describe('bad input is refused and stores nothing', () => {
     });
     expect(response.body).toMatchObject({ type: row.type, status: row.status, title: expect.any(String) });
     expect(response.body.code).toMatch(/^REQUEST\./);
+    if (row.detail) expect(response.body.detail).toMatch(row.detail);
     if (row.fields) {
       expect(response.body.errors).toEqual(expect.any(Array));
       expect(new Set(response.body.errors.map((e: { field: string }) => e.field))).toEqual(new Set(row.fields));

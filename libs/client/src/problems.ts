@@ -19,6 +19,12 @@ export const ProblemTypes = {
   receiptNotFound: '/problems/receipt-not-found',
   serviceUnavailable: '/problems/service-unavailable',
   internalServerError: '/problems/internal-server-error',
+  // HTTP's own, answered before any route's rules: not sent to a request this client builds.
+  badRequest: '/problems/bad-request',
+  notFound: '/problems/not-found',
+  requestTimeout: '/problems/request-timeout',
+  expectationFailed: '/problems/expectation-failed',
+  requestHeaderFieldsTooLarge: '/problems/request-header-fields-too-large',
 } as const;
 
 export type ProblemType = (typeof ProblemTypes)[keyof typeof ProblemTypes];
@@ -40,6 +46,11 @@ export const problemStatus: Record<ProblemType, number> = {
   [ProblemTypes.receiptNotFound]: 404,
   [ProblemTypes.serviceUnavailable]: 503,
   [ProblemTypes.internalServerError]: 500,
+  [ProblemTypes.badRequest]: 400,
+  [ProblemTypes.notFound]: 404,
+  [ProblemTypes.requestTimeout]: 408,
+  [ProblemTypes.expectationFailed]: 417,
+  [ProblemTypes.requestHeaderFieldsTooLarge]: 431,
 };
 
 /** An RFC 9457 problem document as the service sends it; extension members ride along. */

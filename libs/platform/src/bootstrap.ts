@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
 import { keepLateConnectionErrorsFromCrashing } from './database/database-errors';
-import { answerUnparseableRequestsAsProblems } from './http/client-error';
+import { answerProtocolErrorsAsProblems } from './http/client-error';
 import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
@@ -59,7 +59,7 @@ async function startHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppO
   const document = configureHttpApp(app, { ...options, serveDocs: managementPort === undefined });
   guardDatabaseConnections(app);
   exitIfShutdownOutlasts(config.SHUTDOWN_TIMEOUT_SECONDS, app.get(Logger));
-  answerUnparseableRequestsAsProblems(app.getHttpServer());
+  answerProtocolErrorsAsProblems(app.getHttpServer());
   await app.listen(port, host);
   if (managementPort !== undefined) {
     const management = await serveManagement(app, { host, port: managementPort, document });

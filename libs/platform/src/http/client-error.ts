@@ -1,4 +1,4 @@
-import { STATUS_CODES, Server } from 'node:http';
+import { IncomingMessage, STATUS_CODES, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { PROBLEM_CONTENT_TYPE } from './problem';
 import { httpProblem } from './problem-details.filter';
@@ -7,11 +7,13 @@ import { httpProblem } from './problem-details.filter';
 const STATUS_BY_CODE: Record<string, number> = { HPE_HEADER_OVERFLOW: 431, ERR_HTTP_REQUEST_TIMEOUT: 408 };
 
 /**
- * A request Node's HTTP parser refuses (a control character in a header, an oversized head, a
- * broken request line) never reaches Nest, and Node answers it with a bare `400` and no body.
- * This answers the same status as problem+json, so every error of the service has one shape.
+ * What Node answers itself, before any route runs, in the shape of every other error of the service
+ * (problem+json, its type among the documented ones: `platformProblemTypes`):
+ * - a request its HTTP parser refuses (a control character in a header, an oversized head, a broken
+ *   request line), which Node would answer with a bare `400` (or `431`, `408`) and no body;
+ * - an `Expect` other than `100-continue`, which Node would answer with a bare `417`.
  */
-export function answerUnparseableRequestsAsProblems(server: Server): void {
+export function answerProtocolErrorsAsProblems(server: Server): void {
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
@@ -23,5 +25,12 @@ export function answerUnparseableRequestsAsProblems(server: Server): void {
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
         `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
+  });
+  // With a listener, Node hands such a request here instead of answering it (`100-continue` never comes here).
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const detail = `Expect: ${request.headers.expect} cannot be met: this server only understands Expect: 100-continue.`;
+    const body = JSON.stringify({ ...httpProblem(417, detail), instance: request.url });
+    response.writeHead(417, { 'Content-Type': PROBLEM_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+    response.end(body);
   });
 }

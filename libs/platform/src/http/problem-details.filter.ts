@@ -12,8 +12,22 @@ export type ProblemMapper = (error: unknown) => ProblemException | undefined;
 const SERVICE_UNAVAILABLE = problemType('service-unavailable');
 const INTERNAL_ERROR = problemType('internal-server-error');
 
+/**
+ * The statuses HTTP itself answers with before any route's rules, each as `httpProblem` words it: a
+ * request Node cannot parse (400), a head too large (431) or too slow (408), an `Expect` the server
+ * cannot meet (417) (client-error.ts); a method and path no route takes (404), a path whose
+ * percent-escapes do not decode (400) (Nest and Express).
+ */
+const PROTOCOL_STATUSES = [400, 404, 408, 417, 431];
+
 /** The problems every HTTP app can answer besides its own catalog: for its OpenAPI document (`x-problem-types`). */
 export const platformProblemTypes: Record<string, { status: number; title: string }> = {
+  ...Object.fromEntries(
+    PROTOCOL_STATUSES.map((status) => {
+      const { type, title } = httpProblem(status, '');
+      return [type, { status, title }];
+    }),
+  ),
   [SERVICE_UNAVAILABLE]: { status: 503, title: 'Service unavailable' },
   [INTERNAL_ERROR]: { status: 500, title: 'Internal Server Error' },
 };
