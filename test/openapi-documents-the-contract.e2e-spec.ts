@@ -138,6 +138,17 @@ describe('the OpenAPI document of the command API', () => {
     expect(doc.servers).toEqual([{ url: api.url }]);
   });
 
+  it('the management port answers its errors as the API does: problem+json of a documented type', async () => {
+    const missing = await http(`${api.managementUrl}/no-such-page`);
+    expect({ status: missing.status, contentType: missing.headers['content-type'] }).toEqual({
+      status: 404,
+      contentType: expect.stringMatching(/^application\/problem\+json/),
+    });
+    expect(doc['x-problem-types'][missing.body.type]).toEqual({ status: 404, title: missing.body.title });
+    const expectation = await http(`${api.managementUrl}/metrics`, { headers: { Expect: 'bogus' } });
+    expect({ status: expectation.status, type: expectation.body?.type }).toEqual({ status: 417, type: '/problems/expectation-failed' });
+  });
+
   it('is an OpenAPI 3 document that serves its UI at /docs and says errors are problem+json', async () => {
     expect(doc.openapi).toMatch(/^3\./);
     expect(doc.info.title).toBe('command-api');
