@@ -28,6 +28,17 @@ describe('health endpoints', () => {
     },
   );
 
+  it.each(['outbox-relay', 'fulfillment'] as const)('%s answers a body no route takes with a 4xx problem, not a 500', async (name) => {
+    const app = await start(name);
+    for (const body of [JSON.stringify({ pad: 'x'.repeat(300_000) }), '{"unterminated":']) {
+      const response = await fetch(`${app.url}/health/ready`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+      expect({ status: response.status, contentType: response.headers.get('content-type') }).toEqual({
+        status: 404,
+        contentType: expect.stringMatching(/^application\/problem\+json/),
+      });
+    }
+  });
+
   it('stays live but answers 503 problem+json naming kafka when no broker answers', async () => {
     const app = await start('command-api', { KAFKA_BROKERS: '127.0.0.1:1' });
     expect((await get(app, '/health/live')).status).toBe(200);

@@ -147,6 +147,14 @@ describe('the OpenAPI document of the command API', () => {
     expect(doc['x-problem-types'][missing.body.type]).toEqual({ status: 404, title: missing.body.title });
     const expectation = await http(`${api.managementUrl}/metrics`, { headers: { Expect: 'bogus' } });
     expect({ status: expectation.status, type: expectation.body?.type }).toEqual({ status: 417, type: '/problems/expectation-failed' });
+    // No route there takes a body: one too large for a body parser is still only "no such route".
+    const body = JSON.stringify({ pad: 'x'.repeat(300_000) });
+    const posted = await http(`${api.managementUrl}/metrics`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+    expect({ status: posted.status, type: posted.body?.type }).toEqual({ status: 404, type: '/problems/not-found' });
+  });
+
+  it("lists the readiness probe's 503 among the problem types", () => {
+    expect(doc['x-problem-types']['/problems/dependency-unavailable']).toEqual({ status: 503, title: 'Dependency unavailable' });
   });
 
   it('is an OpenAPI 3 document that serves its UI at /docs and says errors are problem+json', async () => {

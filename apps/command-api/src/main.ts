@@ -8,8 +8,6 @@ void runHttpApp({
   module: AppModule,
   schema: commandApiConfig,
   listen: (config) => ({ host: config.HOST, port: config.COMMAND_API_PORT, managementPort: config.MANAGEMENT_PORT }),
-  // Bodies are parsed only after authentication and authorisation (JsonBodyGuard, after ApiKeyGuard).
-  bodyParser: false,
   problems: [commandApiProblems],
   describe: (doc) =>
     doc

@@ -8,8 +8,6 @@ void runHttpApp({
   module: AppModule,
   schema: webhookReceiverConfig,
   listen: (config) => ({ host: config.HOST, port: config.WEBHOOK_RECEIVER_PORT, managementPort: config.MANAGEMENT_PORT }),
-  // The signature covers the exact body bytes: the route reads them itself (webhooks/raw-body.ts).
-  bodyParser: false,
   problems: [webhookReceiverProblems],
   describe: (doc) =>
     doc.setDescription(

@@ -25,6 +25,8 @@ export const ProblemTypes = {
   requestTimeout: '/problems/request-timeout',
   expectationFailed: '/problems/expectation-failed',
   requestHeaderFieldsTooLarge: '/problems/request-header-fields-too-large',
+  // GET /health/ready's, for load balancers: not an answer to this client's calls.
+  dependencyUnavailable: '/problems/dependency-unavailable',
 } as const;
 
 export type ProblemType = (typeof ProblemTypes)[keyof typeof ProblemTypes];
@@ -51,6 +53,7 @@ export const problemStatus: Record<ProblemType, number> = {
   [ProblemTypes.requestTimeout]: 408,
   [ProblemTypes.expectationFailed]: 417,
   [ProblemTypes.requestHeaderFieldsTooLarge]: 431,
+  [ProblemTypes.dependencyUnavailable]: 503,
 };
 
 /** An RFC 9457 problem document as the service sends it; extension members ride along. */

@@ -30,8 +30,6 @@ export interface HttpAppOptions<S extends z.ZodType<CommonConfig>> {
   describe?: (builder: DocumentBuilder) => DocumentBuilder;
   /** Maps the app's own error types to problems (database outages are mapped for every app). */
   problems?: ProblemMapper[];
-  /** false when the app parses bodies itself (for example only after authentication). */
-  bodyParser?: boolean;
 }
 
 /**
@@ -53,7 +51,11 @@ async function startHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppO
   const app = await NestFactory.create(options.module, new ExpressAdapterKeepingShapes(), {
     bufferLogs: true,
     abortOnError: false,
-    bodyParser: options.bodyParser ?? true,
+    // No app gets Nest's body parsers: a route that takes a body reads it itself, the command API's only
+    // after authentication (JsonBodyGuard), the webhook receiver's as the exact bytes its signature covers
+    // (raw-body.ts). Elsewhere a parser would only judge bodies no route takes, and answer 500 for one
+    // over its limit.
+    bodyParser: false,
   });
   const { host, port, managementPort } = options.listen(config);
   const document = configureHttpApp(app, { ...options, serveDocs: managementPort === undefined });

@@ -23,6 +23,7 @@ export async function serveManagement(
   const management = await NestFactory.create(ManagementModule, new ExpressAdapterKeepingShapes(), {
     bufferLogs: true,
     abortOnError: false,
+    bodyParser: false, // no route here takes a body (as in startHttpApp)
   });
   management.useLogger(app.get(Logger));
   const express = management.getHttpAdapter().getInstance() as { disable?: (setting: string) => void };

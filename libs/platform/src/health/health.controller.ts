@@ -7,6 +7,9 @@ import { KafkaHealthIndicator } from './kafka.health';
 
 export const HEALTH_OPTIONS = Symbol('HEALTH_OPTIONS');
 
+/** The readiness probe's 503: a dependency is down (listed in every app's `x-problem-types`). */
+export const DEPENDENCY_UNAVAILABLE = { type: problemType('dependency-unavailable'), title: 'Dependency unavailable', status: 503 };
+
 export interface HealthOptions {
   /** Name under which the TypeORM database appears in readiness, e.g. `orders`. */
   database?: string;
@@ -85,9 +88,7 @@ export class HealthController {
       // ports, users). The reason is in the log, for the operator.
       throw new ProblemException(
         {
-          type: problemType('dependency-unavailable'),
-          title: 'Dependency unavailable',
-          status: 503,
+          ...DEPENDENCY_UNAVAILABLE,
           detail: Object.keys(down)
             .map((name) => `${name} is down`)
             .join('; '),

@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import type { Logger as PinoLogger } from 'pino';
 import { STATUS_CODES } from 'node:http';
 import { isDatabaseUnavailable } from '../database/database-errors';
+import { DEPENDENCY_UNAVAILABLE } from '../health/health.controller';
 import { databaseUnavailableResponses, routeLabel } from '../metrics/http-metrics';
 import { Problem, PROBLEM_CONTENT_TYPE, ProblemException, problemType } from './problem';
 
@@ -30,6 +31,7 @@ export const platformProblemTypes: Record<string, { status: number; title: strin
   ),
   [SERVICE_UNAVAILABLE]: { status: 503, title: 'Service unavailable' },
   [INTERNAL_ERROR]: { status: 500, title: 'Internal Server Error' },
+  [DEPENDENCY_UNAVAILABLE.type]: { status: DEPENDENCY_UNAVAILABLE.status, title: DEPENDENCY_UNAVAILABLE.title },
 };
 
 /** Any app: a database that cannot answer is a 503 to retry, never a "not found" and never a 500. */
