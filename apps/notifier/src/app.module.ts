@@ -3,8 +3,9 @@ import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { orderEventContract, Topics } from '@app/contracts';
 import { inboxConsumer } from '@app/inbox';
-import { HealthModule, loggingModule, postgresOptions, validatedConfig } from '@app/platform';
+import { HealthModule, loggingModule, validatedConfig } from '@app/platform';
 import { NotifierConfig, notifierConfig } from './config';
+import { notifierDatabase } from './database';
 import { DeliveryRecorder } from './webhooks/delivery-recorder';
 import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
 
@@ -15,13 +16,9 @@ import { WebhookDispatcher } from './webhooks/webhook-dispatcher.service';
     TypeOrmModule.forRootAsync({
       inject: [ConfigService],
       useFactory: (config: ConfigService<NotifierConfig, true>) =>
-        postgresOptions({
+        notifierDatabase({
           url: config.get('NOTIFIER_DATABASE_URL', { infer: true }),
-          applicationName: 'notifier',
           poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
-          statementTimeoutMs: 30_000,
-          // The inbox transaction writes BEGIN with its first statement (inTransaction).
-          pipeline: true,
         }),
     }),
     HealthModule.register({ database: 'notifier', kafka: true }),

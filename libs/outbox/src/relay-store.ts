@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { BatchedDelete, deleteInBatches, Queryable, queryRows } from '@app/platform';
+import { BatchedDelete, deleteInBatches, Queryable, QUEUE_PLANNER_SETTINGS, queryRows } from '@app/platform';
 
 export interface OutboxRow {
   id: string;
@@ -21,28 +21,16 @@ export interface OutboxRow {
  * - `synchronous_commit = off`: a mark lost in a database crash only republishes its rows, which at
  *   least once allows, so the relay's commits need not wait for the WAL flush (the command
  *   transaction's still do).
- * - `enable_bitmapscan = off`: a published row's entry in the unpublished index stays until vacuum,
- *   which on a large table comes after hundreds of thousands of publications. A bitmap scan visits
- *   every such entry's row again on every claim and never marks it; an index scan marks the dead
- *   entries it meets (PostgreSQL's kill_prior_tuple), so each is paid for once and the claims after
- *   it skip it. Claims come one per commit at a trickle: with bitmap scans, 200 commands/s made this
- *   session one of the busiest processes on the machine. The claim wants the index's order anyway.
- * - `enable_seqscan = off`: on a table never analyzed (its first minute, a cluster just pg_upgraded,
- *   autovacuum off) the planner guesses most rows are parked and reads the parked keys with a scan of
- *   the whole table, once per claim that finds a row; every statement of this session on the outbox
- *   has an index for what it reads (the parked and unpublished indexes, the primary key), so it is
- *   planned with them whatever the statistics say. A table without a usable index (the small
- *   instance table) is still scanned, at a penalty only in the plan's cost.
- * - `jit = off`: that penalty (10^10) is above every JIT threshold, and the heartbeat's statements on
- *   the small instance table, which has no index for them, were compiled with LLVM on every run
- *   (20-80 ms each instead of 0.1 ms: with three relays, rows waited seconds). No statement of this
- *   session is long enough for JIT to pay off anyway.
+ * - QUEUE_PLANNER_SETTINGS (libs/platform): its claims walk the unpublished index by an index scan,
+ *   which marks the published rows' dead entries once, never a bitmap scan that visits them all on every
+ *   claim; and every statement of this session on the outbox has an index for what it reads (the parked
+ *   and unpublished indexes, the primary key), so it is planned with them whatever the statistics say.
+ *   With bitmap scans, 200 commands/s made this session one of the busiest processes on the machine; on a
+ *   table never analyzed, the planner read the parked keys with a scan of the whole table once per claim.
  */
 export async function prepareRelaySession(manager: EntityManager): Promise<void> {
   await manager.query(/* sql */ `SET synchronous_commit = off`);
-  await manager.query(/* sql */ `SET enable_bitmapscan = off`);
-  await manager.query(/* sql */ `SET enable_seqscan = off`);
-  await manager.query(/* sql */ `SET jit = off`);
+  for (const [name, value] of Object.entries(QUEUE_PLANNER_SETTINGS)) await manager.query(/* sql */ `SET ${name} = ${value}`);
 }
 
 /**

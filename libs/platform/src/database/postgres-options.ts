@@ -19,7 +19,34 @@ export interface PostgresOptionsInput {
    * a statement (two round trips fewer); code that awaits each statement behaves as without it.
    */
   pipeline?: boolean;
+  /**
+   * Every session of the pool plans as a queue's claims need (QUEUE_PLANNER_SETTINGS): for an app whose
+   * statements all have an index for what they read, one of them a claim through an index of pending rows.
+   */
+  plannedForQueues?: boolean;
 }
+
+/**
+ * Planner settings for a session that claims work from a queue table (the relay's outbox, the notifier's
+ * webhook deliveries) through a partial index of the pending rows, ordered, with a LIMIT.
+ * - `enable_bitmapscan = off`: a done row's entry in the index of pending rows stays until a vacuum,
+ *   which autovacuum runs at most once a minute per database and, on a table keeping days of done rows,
+ *   only after a fifth of them changed. A bitmap scan visits every such entry's row again on every claim
+ *   and never marks it; an index scan marks the dead entries it meets (PostgreSQL's kill_prior_tuple), so
+ *   each is paid for once and the claims after it step over it in the index's pages. Claims come about
+ *   once per event at a trickle: with bitmap scans, 200 events/s made each of these sessions one of the
+ *   busiest processes on the machine. The claim wants the index's order anyway.
+ * - `enable_seqscan = off`: on a table never analyzed (its first minute, a cluster just pg_upgraded,
+ *   autovacuum off) the planner guesses, and picked that bitmap scan, or a scan of the whole table
+ *   once per claim. A session whose statements all have an index for what they read is planned with
+ *   those indexes whatever the statistics say; a table without a usable index (a small one) is still
+ *   scanned, at a penalty only in the plan's cost.
+ * - `jit = off`: that penalty (10^10) is above every JIT threshold, and statements on such a small
+ *   table were compiled with LLVM on every run (the relay's heartbeat on its instance table: 20-80 ms
+ *   each instead of 0.1 ms, and with three relays rows waited seconds). No statement of these sessions
+ *   is long enough for JIT to pay off anyway.
+ */
+export const QUEUE_PLANNER_SETTINGS = { enable_bitmapscan: 'off', enable_seqscan: 'off', jit: 'off' } as const;
 
 /** TypeORM options for one of the service's PostgreSQL databases. Schema changes come from migrations only. */
 export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions {
@@ -44,6 +71,12 @@ export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions 
       // A transaction left open by a crashed handler must not hold its locks forever.
       idle_in_transaction_session_timeout: 60_000,
       pipeline: input.pipeline ?? false,
+      // Settings given at connection start (pg's `options`): every session has them, from its first statement.
+      ...(input.plannedForQueues && {
+        options: Object.entries(QUEUE_PLANNER_SETTINGS)
+          .map(([name, value]) => `-c ${name}=${value}`)
+          .join(' '),
+      }),
     },
   };
 }
