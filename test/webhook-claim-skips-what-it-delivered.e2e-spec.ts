@@ -1,16 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
-import { migrate } from '@app/migrations';
-import { notifierDatabase } from '../apps/notifier/src/database';
-import { CLAIM_DUE, claimDue, settle } from '../apps/notifier/src/webhooks/delivery-store';
-import { recreate } from './support/global-setup';
+import { DataSource } from 'typeorm';
+import { CLAIM_DUE } from '../apps/notifier/src/webhooks/delivery-store';
+import { deliveriesOfTheirOwn, deliverAllDue } from './support/deliveries-of-their-own';
 import { deadToEverySnapshot } from './support/snapshots';
-import { testEnv } from './support/test-env';
 
 const DELIVERED = 5_000;
 
 /** What the consumer records: `count` pending deliveries of orders of their own, due now. */
-async function recordPending(db: DataSource | EntityManager, count: number): Promise<void> {
+async function recordPending(db: DataSource, count: number): Promise<void> {
   await db.query(
     /* sql */ `
     INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
@@ -18,24 +15,6 @@ async function recordPending(db: DataSource | EntityManager, count: number): Pro
     FROM generate_series(1, $1)`,
     [count],
   );
-}
-
-/** The dispatcher's own claim and settle, each delivered at the first attempt, a claim of 500 at a time. */
-async function deliverAll(manager: EntityManager): Promise<void> {
-  for (;;) {
-    const claimed = await claimDue(manager, randomUUID(), 60_000, 500);
-    if (!claimed.length) return;
-    const settlements = claimed.map(({ messageId, leaseId }) => ({
-      messageId,
-      leaseId,
-      url: 'http://127.0.0.1:1/hook',
-      state: 'delivered' as const,
-      statusCode: 204,
-      retryInMs: null,
-      error: null,
-    }));
-    expect(await settle(manager, settlements)).toBe(claimed.length);
-  }
 }
 
 /** One claim on a session of the notifier's pool, run by EXPLAIN ANALYZE and rolled back: the rows it found and the buffers it read. */
@@ -70,19 +49,8 @@ function scansOf(node: { 'Node Type': string; 'Index Name'?: string; Plans?: unk
  * dead entries it meets (kill_prior_tuple): the next claims step over them in the index's pages.
  */
 describe('the dispatcher claim after deliveries it has not vacuumed away', () => {
-  let dataSource: DataSource;
-
-  beforeAll(async () => {
-    const target = new URL(testEnv.notifierUrl);
-    target.pathname = target.pathname.replace(/_test$/, '_wqclaim_test');
-    const url = target.toString();
-    await recreate(url);
-    await migrate('notifier', url);
-    dataSource = await new DataSource(notifierDatabase({ url, poolSize: 2 })).initialize();
-    // Autovacuum off: the claims must stay cheap in the minute (or the hours) before it comes.
-    await dataSource.query(/* sql */ `ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
-  }, 60_000);
-  afterAll(() => dataSource?.destroy());
+  // Autovacuum off: the claims must stay cheap in the minute (or the hours) before it comes.
+  const db = deliveriesOfTheirOwn('wqclaim');
 
   it.each([
     ['on a table never analyzed (its first minutes)', false],
@@ -90,10 +58,11 @@ describe('the dispatcher claim after deliveries it has not vacuumed away', () =>
   ])(
     'reads each delivered row once, not on every claim: %s',
     async (_case, analyzedDuringBacklog) => {
+      const dataSource = db();
       await dataSource.query(/* sql */ `TRUNCATE webhook_deliveries`);
       await recordPending(dataSource, DELIVERED);
       if (analyzedDuringBacklog) await dataSource.query(/* sql */ `ANALYZE webhook_deliveries`);
-      await deadToEverySnapshot(dataSource, deliverAll);
+      await deadToEverySnapshot(dataSource, async (manager) => expect(await deliverAllDue(manager, 500)).toBe(DELIVERED));
       await recordPending(dataSource, 1);
 
       const first = await claimOnce(dataSource);

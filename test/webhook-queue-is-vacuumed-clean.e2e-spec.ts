@@ -1,11 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
-import { migrate } from '@app/migrations';
-import { postgresOptions } from '@app/platform';
-import { CLAIM_DUE, claimDue, settle } from '../apps/notifier/src/webhooks/delivery-store';
-import { recreate } from './support/global-setup';
+import { CLAIM_DUE } from '../apps/notifier/src/webhooks/delivery-store';
+import { deliveriesOfTheirOwn, deliverAllDue } from './support/deliveries-of-their-own';
 import { deadToEverySnapshot } from './support/snapshots';
-import { testEnv } from './support/test-env';
 
 /**
  * The notifier's deliveries are a queue that keeps its delivered rows (for INBOX_RETENTION_SECONDS, then
@@ -16,17 +12,7 @@ import { testEnv } from './support/test-env';
  * would stay until enough other rows died. The table asks every vacuum to clean its indexes.
  */
 describe('the dispatcher claim after a delivered backlog was vacuumed on a large table', () => {
-  let dataSource: DataSource;
-
-  beforeAll(async () => {
-    const target = new URL(testEnv.notifierUrl);
-    target.pathname = target.pathname.replace(/_test$/, '_wqvacuum_test');
-    const url = target.toString();
-    await recreate(url);
-    await migrate('notifier', url);
-    dataSource = await new DataSource(postgresOptions({ url, applicationName: 'e2e-wqvacuum', poolSize: 2 })).initialize();
-    // Autovacuum off so that the test decides when the vacuum comes.
-    await dataSource.query(/* sql */ `ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false)`);
+  const db = deliveriesOfTheirOwn('wqvacuum', async (dataSource) => {
     // Days of deliveries, vacuumed: none of them in the index of pending rows.
     await dataSource.query(/* sql */ `
       INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, status_code, attempts, delivered_at, event_type, payload, state, next_attempt_at)
@@ -39,25 +25,12 @@ describe('the dispatcher claim after a delivered backlog was vacuumed on a large
       INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
       SELECT gen_random_uuid(), 't', gen_random_uuid(), 'http://127.0.0.1:1/hook', 'OrderPlaced', '{}', 'pending', now() - interval '1 minute'
       FROM generate_series(1, 1000)`);
-    await deadToEverySnapshot(dataSource, async (manager) => {
-      const claimed = await claimDue(manager, randomUUID(), 60_000, 1_000);
-      expect(claimed).toHaveLength(1000);
-      const settled = claimed.map(({ messageId, leaseId }) => ({
-        messageId,
-        leaseId,
-        url: 'http://127.0.0.1:1/hook',
-        state: 'delivered' as const,
-        statusCode: 204,
-        retryInMs: null,
-        error: null,
-      }));
-      expect(await settle(manager, settled)).toBe(1000);
-    });
-  }, 90_000);
-  afterAll(() => dataSource?.destroy());
+    await deadToEverySnapshot(dataSource, async (manager) => expect(await deliverAllDue(manager, 1_000)).toBe(1_000));
+  });
 
   it('leaves the claim nothing to walk once a vacuum ran', async () => {
     // What autovacuum does when it comes.
+    const dataSource = db();
     await dataSource.query(/* sql */ `VACUUM webhook_deliveries`);
     const runner = dataSource.createQueryRunner();
     await runner.startTransaction();
