@@ -2,7 +2,7 @@
  * `npm run bench -- webhooks`: how fast the notifier delivers webhooks, as a ratio to a bare loop doing
  * the same POSTs in the same run, and how it keeps up with a sustained order rate.
  *
- * 1. baseline: a bare `fetch` loop (same concurrency, each POST signed like the dispatcher signs it) to
+ * 1. baseline: a bare `node:http` loop (same concurrency, kept-alive connections, each POST signed like the dispatcher signs it) to
  *    a bare receiver that answers 200 (test/support/webhook-receiver.ts): what this machine and Node's
  *    HTTP client do without any database.
  * 2. the dispatcher draining N pending deliveries (seeded in one transaction; a fifth of the orders
@@ -15,6 +15,7 @@
  */
 import { benchNotifierUrl, benchReceiverUrl } from './bench-env'; // first: it points test/support at the bench databases
 import { randomUUID } from 'node:crypto';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Producer } from 'kafkajs';
 import { Pool } from 'pg';
 import { Webhook } from 'standardwebhooks';
@@ -60,9 +61,10 @@ interface Throughput {
   vsBaseline: number;
 }
 
-/** The bare loop: `n` signed POSTs at CONCURRENCY with Node's fetch, no database. */
+/** The bare loop: `n` signed POSTs at CONCURRENCY with Node's http client (the dispatcher's), kept-alive connections, no database. */
 async function bareLoop(url: string, n: number): Promise<{ seconds: number }> {
   const signer = new Webhook(DEVELOPMENT_WEBHOOK_SECRET);
+  const agent = new HttpAgent({ keepAlive: true });
   let next = 0;
   const started = performance.now();
   await Promise.all(
@@ -72,21 +74,33 @@ async function bareLoop(url: string, n: number): Promise<{ seconds: number }> {
         const id = randomUUID();
         const body = JSON.stringify({ type: 'order.placed', timestamp: new Date().toISOString(), data: { orderId: randomUUID(), n: i } });
         const now = new Date();
-        const response = await fetch(url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            [WebhookHeaders.id]: id,
-            [WebhookHeaders.timestamp]: String(Math.floor(now.getTime() / 1000)),
-            [WebhookHeaders.signature]: signer.sign(id, now, body),
-          },
-          body,
+        const status = await new Promise<number>((resolve, reject) => {
+          const request = httpRequest(
+            url,
+            {
+              method: 'POST',
+              agent,
+              headers: {
+                'content-type': 'application/json',
+                'content-length': String(Buffer.byteLength(body)),
+                [WebhookHeaders.id]: id,
+                [WebhookHeaders.timestamp]: String(Math.floor(now.getTime() / 1000)),
+                [WebhookHeaders.signature]: signer.sign(id, now, body),
+              },
+            },
+            (response) => {
+              response.resume();
+              response.once('end', () => resolve(response.statusCode ?? 0));
+            },
+          );
+          request.once('error', reject);
+          request.end(body);
         });
-        await response.arrayBuffer();
-        if (response.status !== 200) throw new Error(`bare receiver answered ${response.status}`);
+        if (status !== 200) throw new Error(`bare receiver answered ${status}`);
       }
     }),
   );
+  agent.destroy();
   return { seconds: (performance.now() - started) / 1000 };
 }
 
@@ -217,12 +231,12 @@ export async function run(argv: string[]): Promise<BenchResult> {
     await drainSeeded(notifierPool, bare.url, Math.min(1_000, options.deliveries), []);
     bare.requests.length = 0;
 
-    progress(`baseline: ${options.deliveries} signed POSTs from a bare fetch loop`);
+    progress(`baseline: ${options.deliveries} signed POSTs from a bare node:http loop`);
     const baseline = await bareLoop(bare.url, options.deliveries);
     bare.requests.length = 0;
     const results: Throughput[] = [
       {
-        name: 'bare fetch loop -> bare receiver (baseline)',
+        name: 'bare node:http loop -> bare receiver (baseline)',
         deliveries: options.deliveries,
         seconds: baseline.seconds,
         perSecond: options.deliveries / baseline.seconds,
@@ -375,7 +389,7 @@ function section(report: Report): BenchSection {
     method:
       `The notifier's dispatcher drains ${report.settings.deliveries} pending deliveries (seeded in one transaction, a fifth of the ` +
       'orders with a second event whose order is checked) to a bare receiver that only answers 200, then to the reference ' +
-      'receiver (verifies the signature, dedupes in its table). Baseline: a bare `fetch` loop sending the same signed POSTs ' +
+      'receiver (verifies the signature, dedupes in its table). Baseline: a bare `node:http` loop (kept-alive connections, as the dispatcher keeps them) sending the same signed POSTs ' +
       `at the same concurrency. Then order events produced to Kafka at ${sustained.rate}/s for ${sustained.seconds} s: latency ` +
       "from the event's production to the receiver's commit.",
     settings: report.settings,
