@@ -85,6 +85,28 @@ describe('postWebhook', () => {
     }
   });
 
+  it('calls an answer whose body stops coming a timeout, not a lost connection', async () => {
+    // Headers at once, then the body never ends: the timeout bounds the whole exchange.
+    const stalling = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-length': '10' });
+      res.write('12345');
+    });
+    await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(stalling.address() as AddressInfo).port}/hook`;
+      expect(await postWebhook(url, {}, '{}', 300)).toEqual({
+        result: 'timeout',
+        verdict: 'retry',
+        statusCode: null,
+        error: 'no answer within 300 ms',
+      });
+    } finally {
+      stalling.closeAllConnections();
+      await close(stalling);
+    }
+  });
+
   it('reports a receiver that is not there as an error to retry', async () => {
     const { url, server } = await receiver(5_000);
     await close(server); // the port is free again: nothing listens

@@ -101,7 +101,7 @@ function post(target: URL, headers: Record<string, string>, body: string, timeou
       },
       (response) => {
         answered = true;
-        response.once('error', fail);
+        response.on('error', fail); // `on`, not `once`: a second 'error' with no listener would crash the process
         // Read the body to its end so the connection is reused; what it says does not matter.
         response.resume();
         response.once('end', () => {
@@ -111,7 +111,7 @@ function post(target: URL, headers: Record<string, string>, body: string, timeou
       },
     );
     const timer = setTimeout(() => request.destroy(new PostTimedOut()), timeoutMs);
-    request.once('error', fail);
+    request.on('error', fail);
     request.end(body);
   });
 }
