@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { CLAIM_DUE } from '../apps/notifier/src/webhooks/delivery-store';
+import { CLAIM_DUE, NO_FLOOR } from '../apps/notifier/src/webhooks/delivery-store';
 import { deliveriesOfTheirOwn, deliverAllDue } from './support/deliveries-of-their-own';
 import { deadToEverySnapshot } from './support/snapshots';
 
@@ -39,6 +39,7 @@ describe('the dispatcher claim after a delivered backlog was vacuumed on a large
         randomUUID(),
         60_000,
         100,
+        NO_FLOOR, // from the index's beginning, as the dispatcher's looks for its floor read it
       ]);
       // Left in the index, the 1,000 dead entries send the claim to each of their rows' heap pages (45
       // buffers on the code before); cleaned, it reads the index's one page and finds nothing to claim.

@@ -27,24 +27,31 @@ export interface Settlement {
 }
 
 /**
- * Leases up to `limit` due deliveries for `leaseMs`, under a lease id of this claim's own. Per-order
- * order: a delivery is taken only when no earlier delivery of its order is still pending (in flight,
- * waiting for a retry or not yet due), so one order's webhooks reach the receiver in the order of its
- * events. SKIP LOCKED and the lease let several dispatchers (notifier instances) share the table
- * without taking the same row.
+ * Leases up to `limit` due deliveries for `leaseMs`, under a lease id of this claim's own, reading the
+ * index of pending deliveries from `floor` on (a DueFloor's). Per-order order: a delivery is taken only
+ * when no earlier delivery of its order is still pending (in flight, waiting for a retry or not yet
+ * due), so one order's webhooks reach the receiver in the order of its events. SKIP LOCKED and the
+ * lease let several dispatchers (notifier instances) share the table without taking the same row.
  */
-export async function claimDue(manager: EntityManager, leaseId: string, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await queryRows<ClaimedDelivery>(manager, CLAIM_DUE, [leaseId, leaseMs, limit]);
+export async function claimDue(
+  manager: EntityManager,
+  leaseId: string,
+  leaseMs: number,
+  limit: number,
+  floor = NO_FLOOR,
+): Promise<ClaimedDelivery[]> {
+  const { rows } = await queryRows<ClaimedDelivery>(manager, CLAIM_DUE, [leaseId, leaseMs, limit, floor]);
   return rows;
 }
 
-/** The claim statement: $1 lease id, $2 lease in ms, $3 batch size. Exported for the tests' EXPLAIN. */
+/** The claim statement: $1 lease id, $2 lease in ms, $3 batch size, $4 the floor. Exported for the tests' EXPLAIN. */
 export const CLAIM_DUE = /* sql */ `
     UPDATE webhook_deliveries d
     SET lease_id = $1, leased_until = now() + make_interval(secs => $2::float8 / 1000)
     WHERE d.message_id IN (
       SELECT h.message_id FROM webhook_deliveries h
-      WHERE h.state = 'pending' AND h.next_attempt_at <= now() AND (h.leased_until IS NULL OR h.leased_until < now())
+      WHERE h.state = 'pending' AND h.next_attempt_at >= $4::timestamptz AND h.next_attempt_at <= now()
+        AND (h.leased_until IS NULL OR h.leased_until < now())
         AND NOT EXISTS (
           SELECT 1 FROM webhook_deliveries e
           WHERE e.state = 'pending' AND e.order_id = h.order_id AND e.sequence < h.sequence)
@@ -52,6 +59,53 @@ export const CLAIM_DUE = /* sql */ `
       LIMIT $3
       FOR UPDATE SKIP LOCKED)
     RETURNING d.message_id AS "messageId", d.lease_id AS "leaseId", d.order_id AS "orderId", d.event_type AS "eventType", d.payload, d.attempts`;
+
+/** A floor below every due time: the claim reads the index of pending deliveries from its beginning. */
+export const NO_FLOOR = '-infinity';
+
+/**
+ * Where the dispatcher's claims start in the index of pending deliveries (ordered by due time).
+ *
+ * A delivered row's entry stays in that index until a vacuum, and autovacuum comes to a table keeping
+ * two weeks of deliveries only after a fifth of its rows changed: millions of deliveries apart at a
+ * few hundred events/s. A claim that starts at the index's beginning steps over every entry delivered
+ * since (an index scan marks each dead entry once; it still reads their pages), and the dispatcher
+ * claims about once per event. So the claims start at a floor instead: at most the lowest due time of
+ * any pending delivery (leased, blocked behind its order's earlier one, or waiting for a retry: all of
+ * them), and at most `marginMs` before the look that found it. Looking again every `lookEveryMs`, the
+ * dead entries below the floor are read by the looks alone.
+ *
+ * Why no delivery is left behind: every writer of a pending row's due time sets it at or after the start
+ * of its own transaction (the recorder: now(); a retry: now() plus the wait; `ops webhooks:retry`: now(),
+ * or leaves it). A look sees every delivery committed before it. One committed after it lies below its
+ * floor only if its transaction began more than `marginMs` before the look (or the clock stepped
+ * back); the next look sees that delivery and lowers the floor to it, so it is claimed at most
+ * `lookEveryMs` late. Never lost, and per-order order does not depend on the floor.
+ */
+export class DueFloor {
+  private floor = NO_FLOOR;
+  private lookedAt = -Infinity;
+
+  constructor(private readonly options: { lookEveryMs: number; marginMs: number }) {}
+
+  /** The floor for the next claim; looks again when the last look is `lookEveryMs` old. */
+  async current(manager: EntityManager, now = Date.now()): Promise<string> {
+    if (now - this.lookedAt >= this.options.lookEveryMs) {
+      const { rows } = await queryRows<{ floor: string }>(manager, LOOK_FOR_FLOOR, [this.options.marginMs]);
+      this.floor = rows[0].floor;
+      this.lookedAt = now;
+    }
+    return this.floor;
+  }
+}
+
+/**
+ * The lowest due time of the pending deliveries (PostgreSQL reads it from the index's first live
+ * entry), or the margin before now if lower. As text: a JS Date would drop the microseconds.
+ */
+const LOOK_FOR_FLOOR = /* sql */ `
+    SELECT least(min(next_attempt_at), now() - make_interval(secs => $1::float8 / 1000))::text AS floor
+    FROM webhook_deliveries WHERE state = 'pending'`;
 
 /**
  * Records what the POSTs came to, in one statement. Only rows still under the lease each result was

@@ -7,7 +7,7 @@ import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { backoffDelay } from '@app/platform';
 import { NotifierConfig } from '../config';
-import { ClaimedDelivery, claimDue, settle, Settlement, sweepDelivered } from './delivery-store';
+import { ClaimedDelivery, claimDue, DueFloor, settle, Settlement, sweepDelivered } from './delivery-store';
 import { AttemptResult, PostOutcome, postWebhook } from './post-webhook';
 import { nextRetryDelay } from './retry-schedule';
 import { WebhookSigner } from './webhook-signer';
@@ -18,6 +18,11 @@ const SETTLE_DELAY_MS = 5;
 const CLAIM_BACKOFF = { minMs: 100, maxMs: 10_000 };
 /** A lease outlives its POST by this much, so only a dispatcher that died (or stalled) loses its rows. */
 const LEASE_MARGIN_MS = 10_000;
+/**
+ * The claims' floor (DueFloor): looked for this often, this far before now at most. A delivery whose
+ * recording transaction began more than the margin before a look is claimed up to one look late.
+ */
+const FLOOR = { lookEveryMs: 5_000, marginMs: 10_000 };
 /** A receiver's Retry-After is honoured up to this long. */
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
@@ -74,6 +79,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     retentionSeconds: number;
     sweepSeconds: number;
   };
+  private readonly floor = new DueFloor(FLOOR);
   private inFlight = 0;
   private waiting: Settlement[] = [];
   private settleTimer?: NodeJS.Timeout;
@@ -132,7 +138,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       let claimed: ClaimedDelivery[] = [];
       if (room > 0) {
         try {
-          claimed = await claimDue(this.dataSource.manager, randomUUID(), this.settings.timeoutMs + LEASE_MARGIN_MS, room);
+          const { manager } = this.dataSource;
+          const floor = await this.floor.current(manager);
+          claimed = await claimDue(manager, randomUUID(), this.settings.timeoutMs + LEASE_MARGIN_MS, room, floor);
           failures = 0;
         } catch (error) {
           failures++;
