@@ -36,7 +36,7 @@ function markdown(sections: BenchSection[], { machine, versions, command, starte
       `${machine.loadAverage1m.toFixed(2)} at the start. The apps, PostgreSQL, Kafka and the load generators share these CPUs, ` +
       'so absolute numbers say little about a real deployment: **each result is also a ratio to a baseline measured in ' +
       'the same run on the same machine**, the bare libraries doing the same work (the `pg` driver, a kafkajs producer or ' +
-      "consumer, Node's `fetch`), which is what the hardware allows.",
+      "consumer, Node's `http` client), which is what the hardware allows.",
     '',
     `Versions: ${Object.entries(versions)
       .map(([name, version]) => `${name} ${version}`)
