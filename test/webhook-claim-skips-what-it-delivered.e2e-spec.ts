@@ -20,19 +20,24 @@ async function recordPending(db: DataSource, count: number): Promise<void> {
 /**
  * One claim on a session of the notifier's pool, from the index's beginning (as the dispatcher's looks
  * for its floor read it, and its first claim), run by EXPLAIN ANALYZE and rolled back: the rows it
- * found and the buffers it read.
+ * found and the buffers it read. `prepared`: as the dispatcher sends it, a prepared statement, planned
+ * once for any parameters (the generic plan PostgreSQL settles on after five runs).
  */
-async function claimOnce(dataSource: DataSource): Promise<{ rows: number; buffers: number; scans: string[] }> {
+async function claimOnce(dataSource: DataSource, prepared: boolean): Promise<{ rows: number; buffers: number; scans: string[] }> {
   const runner = dataSource.createQueryRunner();
   await runner.startTransaction();
   try {
-    const [{ 'QUERY PLAN': plan }] = await runner.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${CLAIM_DUE}`, [
-      randomUUID(),
-      60_000,
-      64,
-      NO_FLOOR,
-    ]);
-    const root = plan[0].Plan;
+    const explain = `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`;
+    let explained: { 'QUERY PLAN': any[] }[];
+    if (prepared) {
+      await runner.query(/* sql */ `SET LOCAL plan_cache_mode = force_generic_plan`);
+      await runner.query(`PREPARE claim_due AS ${CLAIM_DUE}`);
+      explained = await runner.query(`${explain} EXECUTE claim_due('${randomUUID()}', 60000, 64, '${NO_FLOOR}')`);
+      await runner.query(/* sql */ `DEALLOCATE claim_due`);
+    } else {
+      explained = await runner.query(`${explain} ${CLAIM_DUE}`, [randomUUID(), 60_000, 64, NO_FLOOR]);
+    }
+    const root = explained[0]['QUERY PLAN'][0].Plan;
     return { rows: root['Actual Rows'], buffers: root['Shared Hit Blocks'] + root['Shared Read Blocks'], scans: scansOf(root) };
   } finally {
     await runner.rollbackTransaction();
@@ -64,11 +69,13 @@ describe('the dispatcher claim after deliveries it has not vacuumed away', () =>
   const db = deliveriesOfTheirOwn('wqclaim');
 
   it.each([
-    ['on a table never analyzed (its first minutes)', false],
-    ['with statistics taken during a backlog', true],
+    ['on a table never analyzed (its first minutes)', false, false],
+    ['with statistics taken during a backlog', true, false],
+    ['prepared, as the dispatcher sends it, on a table never analyzed', false, true],
+    ['prepared, as the dispatcher sends it, with statistics taken during a backlog', true, true],
   ])(
     'reads each delivered row once, not on every claim: %s',
-    async (_case, analyzedDuringBacklog) => {
+    async (_case, analyzedDuringBacklog, prepared) => {
       const dataSource = db();
       await dataSource.query(/* sql */ `TRUNCATE webhook_deliveries`);
       await recordPending(dataSource, DELIVERED);
@@ -76,8 +83,8 @@ describe('the dispatcher claim after deliveries it has not vacuumed away', () =>
       await deadToEverySnapshot(dataSource, async (manager) => expect(await deliverAllDue(manager, 500)).toBe(DELIVERED));
       await recordPending(dataSource, 1);
 
-      const first = await claimOnce(dataSource);
-      const second = await claimOnce(dataSource);
+      const first = await claimOnce(dataSource, prepared);
+      const second = await claimOnce(dataSource, prepared);
       expect(first.rows).toBe(1);
       expect(second.rows).toBe(1);
       // The due deliveries in the index's order, never a bitmap of all of them (which reads every row).

@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { deleteInBatches, queryRows } from '@app/platform';
+import { deleteInBatches, Queryable, queryRows, queryThenCommit } from '@app/platform';
 
 /** A pending delivery a dispatcher holds (leased) while it POSTs it. */
 export interface ClaimedDelivery {
@@ -32,15 +32,16 @@ export interface Settlement {
  * when no earlier delivery of its order is still pending (in flight, waiting for a retry or not yet
  * due), so one order's webhooks reach the receiver in the order of its events. SKIP LOCKED and the
  * lease let several dispatchers (notifier instances) share the table without taking the same row.
+ * One statement, a transaction of its own (the dispatcher sends it through `inOneStatement`).
  */
 export async function claimDue(
-  manager: EntityManager,
+  db: Queryable,
   leaseId: string,
   leaseMs: number,
   limit: number,
   floor = NO_FLOOR,
 ): Promise<ClaimedDelivery[]> {
-  const { rows } = await queryRows<ClaimedDelivery>(manager, CLAIM_DUE, [leaseId, leaseMs, limit, floor]);
+  const { rows } = await queryThenCommit<ClaimedDelivery>(db, CLAIM_DUE, [leaseId, leaseMs, limit, floor]);
   return rows;
 }
 
@@ -111,12 +112,13 @@ const LOOK_FOR_FLOOR = /* sql */ `
  * Records what the POSTs came to, in one statement. Only rows still under the lease each result was
  * POSTed under change: if that lease ran out and the row was claimed again (by any dispatcher, this
  * one included), the newer claim's record wins (the receiver got the webhook twice, with one
- * webhook-id, and keeps one). Returns how many rows changed.
+ * webhook-id, and keeps one). Returns how many rows changed. One statement, a transaction of its own
+ * (the dispatcher sends it through `inOneStatement`).
  */
-export async function settle(manager: EntityManager, settlements: Settlement[]): Promise<number> {
+export async function settle(db: Queryable, settlements: Settlement[]): Promise<number> {
   const column = <K extends keyof Settlement>(key: K) => settlements.map((s) => s[key]);
-  const { affected } = await queryRows(
-    manager,
+  const { affected } = await queryThenCommit(
+    db,
     /* sql */ `
     UPDATE webhook_deliveries d SET
       attempts = d.attempts + 1,

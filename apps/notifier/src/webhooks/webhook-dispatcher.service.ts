@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
-import { backoffDelay } from '@app/platform';
+import { backoffDelay, inOneStatement } from '@app/platform';
 import { NotifierConfig } from '../config';
 import { ClaimedDelivery, claimDue, DueFloor, settle, Settlement, sweepDelivered } from './delivery-store';
 import { AttemptResult, PostOutcome, postWebhook } from './post-webhook';
@@ -54,7 +54,10 @@ export function settlementOf(
  * Delivers what the consumer recorded (webhook_deliveries, `pending`): up to WEBHOOK_CONCURRENCY
  * signed POSTs in flight, each order's webhooks one at a time and in order, every failure retried on
  * WEBHOOK_RETRY_SCHEDULE, dead with its reason when the schedule is spent. A receiver that is slow or
- * down delays its own deliveries only: the Kafka consumer never waits for a POST.
+ * down delays its own deliveries only: the Kafka consumer never waits for a POST. Claims and settles,
+ * a few per event, go out on the bare pg client (`inOneStatement`), prepared once per session: through
+ * TypeORM's query runner PostgreSQL parsed and planned each one again, and planning the claim cost
+ * it more than running it.
  */
 @Injectable()
 export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -138,9 +141,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       let claimed: ClaimedDelivery[] = [];
       if (room > 0) {
         try {
-          const { manager } = this.dataSource;
-          const floor = await this.floor.current(manager);
-          claimed = await claimDue(manager, randomUUID(), this.settings.timeoutMs + LEASE_MARGIN_MS, room, floor);
+          const floor = await this.floor.current(this.dataSource.manager);
+          const leaseMs = this.settings.timeoutMs + LEASE_MARGIN_MS;
+          claimed = await inOneStatement(this.dataSource, (client) => claimDue(client, randomUUID(), leaseMs, room, floor));
           failures = 0;
         } catch (error) {
           failures++;
@@ -205,7 +208,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       if (!batch.length) return;
       this.waiting = [];
       try {
-        await settle(this.dataSource.manager, batch);
+        await inOneStatement(this.dataSource, (client) => settle(client, batch));
         this.wake();
       } catch (error) {
         this.logger.warn({ err: error, deliveries: batch.length }, 'cannot record webhook results; retrying');
