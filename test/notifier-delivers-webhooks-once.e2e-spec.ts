@@ -3,7 +3,7 @@ import { Producer } from 'kafkajs';
 import { Webhook } from 'standardwebhooks';
 import { Headers, OrderCancelledV1, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
-import { ensureServiceTopics, skipConsumerBacklog, testKafka } from './support/kafka';
+import { readyForNotifiers, testKafka } from './support/kafka';
 import { NotifierDb } from './support/notifier-db';
 import { ReceivedWebhook, WebhookReceiver } from './support/webhook-receiver';
 
@@ -84,13 +84,8 @@ describe('the notifier delivers each order event as a signed webhook, once per m
   }
 
   beforeAll(async () => {
-    // The relay creates the topics at its start; without a relay here, create them as it would.
-    await ensureServiceTopics(kafka);
-    // What other suites left on the shared topic is not this suite's business: start at its end.
-    await skipConsumerBacklog(kafka, ['notifier'], Topics.orderEvents);
+    producer = await readyForNotifiers(kafka);
     await receiver.start();
-    producer = kafka.producer({ idempotent: true });
-    await producer.connect();
     app = await startApp('notifier', {
       WEBHOOK_URL: receiver.url,
       WEBHOOK_SECRET: secret,

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Producer } from 'kafkajs';
 import { DataSource } from 'typeorm';
-import { OrderEventTypes, Topics } from '@app/contracts';
+import { OrderEventTypes } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
 import { deliveriesOfTheirOwn } from './support/deliveries-of-their-own';
 import { eventually } from './support/eventually';
-import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka } from './support/kafka';
+import { produceOrderEvent, readyForNotifiers, testKafka } from './support/kafka';
 import { deadToEverySnapshot } from './support/snapshots';
 import { WebhookReceiver } from './support/webhook-receiver';
 
@@ -48,11 +48,8 @@ describe('the dispatcher claims from a floor, not from the first delivery since 
   let producer: Producer;
 
   beforeAll(async () => {
-    await ensureServiceTopics(kafka);
-    await skipConsumerBacklog(kafka, ['notifier'], Topics.orderEvents);
+    producer = await readyForNotifiers(kafka);
     await receiver.start();
-    producer = kafka.producer({ idempotent: true });
-    await producer.connect();
   }, 90_000);
   afterAll(async () => {
     await notifier?.stop();

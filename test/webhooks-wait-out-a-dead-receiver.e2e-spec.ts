@@ -1,9 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Producer } from 'kafkajs';
 import { Webhook } from 'standardwebhooks';
-import { OrderEventTypes, Topics } from '@app/contracts';
+import { OrderEventTypes } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
-import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka } from './support/kafka';
+import { produceOrderEvent, readyForNotifiers, testKafka } from './support/kafka';
 import { NotifierDb } from './support/notifier-db';
 import { LONG_RUN } from './support/search';
 import { WebhookReceiver } from './support/webhook-receiver';
@@ -30,11 +30,8 @@ describe('a receiver that is down for a while delays only its own deliveries', (
   let apps: RunningApp[] = [];
 
   beforeAll(async () => {
-    await ensureServiceTopics(kafka);
-    await skipConsumerBacklog(kafka, ['notifier'], Topics.orderEvents);
+    producer = await readyForNotifiers(kafka);
     await receiver.start();
-    producer = kafka.producer({ idempotent: true });
-    await producer.connect();
     const env = {
       WEBHOOK_URL: receiver.url,
       WEBHOOK_SECRET: secret,

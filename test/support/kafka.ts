@@ -81,3 +81,16 @@ export async function skipConsumerBacklog(kafka: Kafka, groupIds: string[], topi
     await admin.disconnect();
   }
 }
+
+/**
+ * What a suite that runs notifiers needs first: the service's topics (the relay would create them),
+ * the notifier group at the order topic's end (what other suites left there is not the suite's
+ * business), and an idempotent producer, connected, to play the relay.
+ */
+export async function readyForNotifiers(kafka: Kafka): Promise<Producer> {
+  await ensureServiceTopics(kafka);
+  await skipConsumerBacklog(kafka, ['notifier'], Topics.orderEvents);
+  const producer = kafka.producer({ idempotent: true });
+  await producer.connect();
+  return producer;
+}
