@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Producer } from 'kafkajs';
+import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { OrderEventTypes } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
@@ -8,6 +9,7 @@ import { eventually } from './support/eventually';
 import { produceOrderEvent, readyForNotifiers, testKafka } from './support/kafka';
 import { deadToEverySnapshot } from './support/snapshots';
 import { WebhookReceiver } from './support/webhook-receiver';
+import { mulberry32 } from './workload/driver';
 
 const DELIVERED_BEFORE = 100_000;
 const LIVE = 200;
@@ -141,5 +143,68 @@ describe('the dispatcher claims from a floor, not from the first delivery since 
       { timeoutMs: 30_000, what: 'the delivery below the floor' },
     );
     console.log(`a delivery committed below the floor was delivered ${Date.now() - recordedAt} ms after it was recorded`);
+  }, 90_000);
+
+  it('deliveries recorded by transactions held open at random, some past the margin: each is delivered at most one look after its commit', async () => {
+    const url = (db().options as { url: string }).url;
+    if (!notifier) await startNotifier();
+    const seed = Number(process.env.SEED ?? Date.now() % 1_000_000);
+    const random = mulberry32(seed);
+    // Twelve recording transactions begin at random moments; every other one stays open more than
+    // 15 s, past the floor's 10 s margin and one look (every 5 s) more, before it commits: a look has
+    // raised the floor past its due time while it was invisible, and its rows land below the floor.
+    const plans = Array.from({ length: 12 }, (_, i) => ({
+      beginInMs: random() * 3_000,
+      holdMs: i % 2 ? random() * 3_000 : 15_500 + random() * 4_000,
+    }));
+    const pool = new Pool({ connectionString: url, max: plans.length });
+    try {
+      const recorded = await Promise.all(
+        plans.map(async ({ beginInMs, holdMs }) => {
+          await new Promise((resolve) => setTimeout(resolve, beginInMs));
+          const client = await pool.connect();
+          try {
+            await client.query('BEGIN');
+            await client.query('SELECT now()'); // its due time: this transaction's start
+            await new Promise((resolve) => setTimeout(resolve, holdMs));
+            const { rows } = await client.query<{ message_id: string }>(/* sql */ `
+              INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
+              SELECT gen_random_uuid(), 't', gen_random_uuid(), 'http://127.0.0.1:1/hook', 'OrderPlaced', '{}', 'pending', now()
+              FROM generate_series(1, 5)
+              RETURNING message_id`);
+            const { rows: at } = await client.query<{ committing: Date }>(/* sql */ `SELECT clock_timestamp() AS committing`);
+            await client.query('COMMIT');
+            return { holdMs, messageIds: rows.map((row) => row.message_id), committing: at[0].committing };
+          } finally {
+            client.release();
+          }
+        }),
+      );
+      const messageIds = recorded.flatMap((r) => r.messageIds);
+      await eventually(
+        () => delivered(messageIds),
+        (n) => n === messageIds.length,
+        { timeoutMs: 30_000, what: `all ${messageIds.length} deliveries to be delivered (seed ${seed})` },
+      );
+      const { rows } = await pool.query<{ message_id: string; delivered_at: Date }>(
+        /* sql */ `SELECT message_id, delivered_at FROM webhook_deliveries WHERE message_id = ANY($1::uuid[])`,
+        [messageIds],
+      );
+      const deliveredAt = new Map(rows.map((row) => [row.message_id, row.delivered_at.getTime()]));
+      const lateness = recorded.map(({ holdMs, messageIds: ids, committing }) => ({
+        heldPastMargin: holdMs > 15_000,
+        ms: Math.max(...ids.map((id) => deliveredAt.get(id)! - committing.getTime())),
+      }));
+      const worst = (pastMargin: boolean) => Math.max(...lateness.filter((l) => l.heldPastMargin === pastMargin).map((l) => l.ms));
+      console.log(
+        `floor under held transactions (seed ${seed}): delivered at most ${worst(false)} ms after commit when held under the margin, ` +
+          `${worst(true)} ms when held past it`,
+      );
+      // The next look (every 5 s) lowers the floor to a delivery below it; the next poll (500 ms) claims it.
+      expect(worst(true)).toBeLessThan(9_000);
+      expect(worst(false)).toBeLessThan(9_000);
+    } finally {
+      await pool.end();
+    }
   }, 90_000);
 });
