@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { notifierDatabase } from '../apps/notifier/src/database';
 import { CLAIM_DUE, NO_FLOOR } from '../apps/notifier/src/webhooks/delivery-store';
 import { deliveriesOfTheirOwn, deliverAllDue } from './support/deliveries-of-their-own';
 import { deadToEverySnapshot } from './support/snapshots';
@@ -95,4 +96,20 @@ describe('the dispatcher claim after deliveries it has not vacuumed away', () =>
     },
     90_000,
   );
+
+  it("plans the notifier's sessions for queues also when the database URL carries startup options of its own", async () => {
+    // libpq-style `options` in NOTIFIER_DATABASE_URL (a search_path, a work_mem): pg lets the URL's
+    // parameters override the pool's, so the queue settings must travel in the URL with them.
+    const url = new URL((db().options as { url: string }).url);
+    url.searchParams.set('options', '-c work_mem=5MB');
+    const dataSource = await new DataSource(notifierDatabase({ url: url.toString(), poolSize: 1 })).initialize();
+    try {
+      const [settings] =
+        await dataSource.query(/* sql */ `SELECT current_setting('work_mem') AS work_mem, current_setting('enable_bitmapscan') AS bitmap,
+                          current_setting('enable_seqscan') AS seq, current_setting('jit') AS jit`);
+      expect(settings).toEqual({ work_mem: '5MB', bitmap: 'off', seq: 'off', jit: 'off' });
+    } finally {
+      await dataSource.destroy();
+    }
+  });
 });

@@ -52,7 +52,7 @@ export const QUEUE_PLANNER_SETTINGS = { enable_bitmapscan: 'off', enable_seqscan
 export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions {
   return {
     type: 'postgres',
-    url: input.url,
+    url: input.plannedForQueues ? withStartupSettings(input.url, QUEUE_PLANNER_SETTINGS) : input.url,
     entities: input.entities ?? [],
     migrations: input.migrations ?? [],
     migrationsTableName: 'typeorm_migrations',
@@ -71,12 +71,19 @@ export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions 
       // A transaction left open by a crashed handler must not hold its locks forever.
       idle_in_transaction_session_timeout: 60_000,
       pipeline: input.pipeline ?? false,
-      // Settings given at connection start (pg's `options`): every session has them, from its first statement.
-      ...(input.plannedForQueues && {
-        options: Object.entries(QUEUE_PLANNER_SETTINGS)
-          .map(([name, value]) => `-c ${name}=${value}`)
-          .join(' '),
-      }),
     },
   };
+}
+
+/**
+ * `url` with `settings` given at connection start (libpq's `options`, `-c name=value`): every session
+ * has them from its first statement. In the URL, after any `options` it already carries (a later `-c`
+ * wins): pg lets the URL's parameters override the pool's own, so settings passed beside it were
+ * dropped whenever the URL had options of its own.
+ */
+function withStartupSettings(url: string, settings: Record<string, string>): string {
+  const target = new URL(url);
+  const own = Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`);
+  target.searchParams.set('options', [target.searchParams.get('options'), ...own].filter(Boolean).join(' '));
+  return target.toString();
 }
