@@ -24,6 +24,9 @@ async function receiver(
 
 const close = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
 
+/** What a POST that got no whole answer within `ms` comes to: retried, with the bound in the reason. */
+const timedOut = (ms: number) => ({ result: 'timeout', verdict: 'retry', statusCode: null, error: `no answer within ${ms} ms` });
+
 describe('postWebhook', () => {
   it('delivers every POST when the receiver drops a kept-alive connection as it is reused', async () => {
     // A receiver that answers one request per connection, keeping it alive, and then drops the
@@ -70,12 +73,7 @@ describe('postWebhook', () => {
       expect(await postWebhook(gone.url, {}, '{}', 2_000)).toMatchObject({ result: '4xx', verdict: 'refused', statusCode: 410 });
       const started = Date.now();
       const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/hook`;
-      expect(await postWebhook(url, {}, '{}', 300)).toEqual({
-        result: 'timeout',
-        verdict: 'retry',
-        statusCode: null,
-        error: 'no answer within 300 ms',
-      });
+      expect(await postWebhook(url, {}, '{}', 300)).toEqual(timedOut(300));
       expect(Date.now() - started).toBeLessThan(2_000);
     } finally {
       for (const server of [busy.server, gone.server, silent]) {
@@ -95,12 +93,7 @@ describe('postWebhook', () => {
     await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', resolve));
     try {
       const url = `http://127.0.0.1:${(stalling.address() as AddressInfo).port}/hook`;
-      expect(await postWebhook(url, {}, '{}', 300)).toEqual({
-        result: 'timeout',
-        verdict: 'retry',
-        statusCode: null,
-        error: 'no answer within 300 ms',
-      });
+      expect(await postWebhook(url, {}, '{}', 300)).toEqual(timedOut(300));
     } finally {
       stalling.closeAllConnections();
       await close(stalling);
