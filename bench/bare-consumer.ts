@@ -64,23 +64,26 @@ export class BareConsumer {
       quantities.push(payload.quantity);
     }
     await bareTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<{ message_id: string }>(
-        /* sql */ `
+      // Prepared, as every statement of the service is: the baseline is the best the bare driver does.
+      const { rows } = await client.query<{ message_id: string }>({
+        name: 'bare-inbox',
+        text: /* sql */ `
         INSERT INTO bare_inbox (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
         SELECT 'bare', id, $2, $3, o, t, 'applied' FROM unnest($1::uuid[], $4::bigint[], $5::text[]) AS m(id, o, t)
         ON CONFLICT (consumer, message_id) DO NOTHING
         RETURNING message_id`,
-        [ids, batch.topic, batch.partition, offsets, types],
-      );
-      await client.query(
-        /* sql */ `
+        values: [ids, batch.topic, batch.partition, offsets, types],
+      });
+      await client.query({
+        name: 'bare-shipments',
+        text: /* sql */ `
         INSERT INTO bare_shipments (id, tenant_id, order_id, sku, quantity, status, message_id)
         SELECT gen_random_uuid(), tenant, order_id, sku, quantity, 'pending', id
         FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::int[]) AS m(id, tenant, order_id, sku, quantity)
         WHERE id = ANY($6::uuid[])
         ON CONFLICT (tenant_id, order_id) DO NOTHING`,
-        [ids, tenants, orders, skus, quantities, rows.map((row) => row.message_id)],
-      );
+        values: [ids, tenants, orders, skus, quantities, rows.map((row) => row.message_id)],
+      });
     });
     const last = batch.messages[batch.messages.length - 1].offset;
     await this.consumer!.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
