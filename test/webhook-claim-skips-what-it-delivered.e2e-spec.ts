@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { notifierDatabase } from '../apps/notifier/src/database';
-import { CLAIM_DUE, NO_FLOOR } from '../apps/notifier/src/webhooks/delivery-store';
+import { inOneStatement } from '@app/platform';
+import { CLAIM_DUE, claimDue, NO_FLOOR } from '../apps/notifier/src/webhooks/delivery-store';
 import { deliveriesOfTheirOwn, deliverAllDue } from './support/deliveries-of-their-own';
 import { deadToEverySnapshot } from './support/snapshots';
 
@@ -108,6 +109,62 @@ describe('the dispatcher claim after deliveries it has not vacuumed away', () =>
         await dataSource.query(/* sql */ `SELECT current_setting('work_mem') AS work_mem, current_setting('enable_bitmapscan') AS bitmap,
                           current_setting('enable_seqscan') AS seq, current_setting('jit') AS jit`);
       expect(settings).toEqual({ work_mem: '5MB', bitmap: 'off', seq: 'off', jit: 'off' });
+    } finally {
+      await dataSource.destroy();
+    }
+  });
+});
+
+/**
+ * A session plans a prepared statement for the values at hand on its first five runs, then may keep one
+ * generic plan, made from the statistics of that moment, until the table's next ANALYZE. A notifier
+ * that started on an empty queue (a new deployment, a quiet hour) has such plans from an empty table.
+ * Written as an anti-join, the claim's check for an earlier pending delivery of the same order was then
+ * planned as a scan of the whole pending-order index for every candidate row, with the order as a
+ * filter: on a backlog of 5,000 (a receiver back from an outage) ~54,000 buffers and ~100 ms per claim
+ * of 64 (auto_explain in `bench webhooks`), until autovacuum analyzed the table. The check is a probe
+ * of that index by order, whatever the statistics said when the plan was made.
+ */
+describe('the dispatcher claim planned while the queue was empty', () => {
+  const db = deliveriesOfTheirOwn('wqempty');
+
+  it('probes the order of each candidate once a backlog arrives', async () => {
+    // One session, as each of the notifier's pooled sessions runs the dispatcher's statements.
+    const url = (db().options as { url: string }).url;
+    const dataSource = await new DataSource(notifierDatabase({ url, poolSize: 1 })).initialize();
+    try {
+      // The dispatcher's claims on an empty queue (it claims at every poll and every notification).
+      for (let poll = 0; poll < 10; poll++) {
+        expect(await inOneStatement(dataSource, (client) => claimDue(client, randomUUID(), 60_000, 64))).toEqual([]);
+      }
+      const [claim] = await dataSource.query(/* sql */ `SELECT name, generic_plans::int FROM pg_prepared_statements WHERE statement = $1`, [
+        CLAIM_DUE,
+      ]);
+      expect(claim.generic_plans).toBeGreaterThan(0); // the case at hand: a plan made from the empty table, kept
+
+      // A backlog: 5,000 due deliveries, a fifth of them behind an earlier one of their order.
+      await recordPending(dataSource, 4_000);
+      await dataSource.query(/* sql */ `
+        INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
+        SELECT gen_random_uuid(), 't', order_id, url, 'OrderCancelled', '{}', 'pending', now()
+        FROM webhook_deliveries ORDER BY sequence LIMIT 1000`);
+
+      // The session's own prepared claim, with the plan it keeps: run by EXPLAIN ANALYZE, rolled back.
+      const runner = dataSource.createQueryRunner();
+      await runner.startTransaction();
+      try {
+        const explained = await runner.query(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${claim.name}('${randomUUID()}', 60000, 64, '${NO_FLOOR}')`,
+        );
+        const root = explained[0]['QUERY PLAN'][0].Plan;
+        expect(root['Actual Rows']).toBe(64);
+        // 64 rows claimed, each checked by a probe of its order: about 1,200 buffers. A scan of the
+        // pending-order index per candidate reads tens of thousands.
+        expect(root['Shared Hit Blocks'] + root['Shared Read Blocks']).toBeLessThan(3_000);
+      } finally {
+        await runner.rollbackTransaction();
+        await runner.release();
+      }
     } finally {
       await dataSource.destroy();
     }
