@@ -72,13 +72,16 @@ async function cancelShipments(db: Queryable, run: Cancelled[]): Promise<void> {
     [tenants, orders],
   );
   // No shipment yet: its OrderPlaced is dead-lettered or late. The marker is what it will find.
+  // The check is a probe of the shipments' (tenant, order) key per cancel: `OFFSET 0` keeps it a subquery
+  // run per row, never an anti-join. As an anti-join, the generic plan a session kept from an empty table
+  // (a new deployment's first minutes) read every shipment once per batch of cancels, until the next analyze.
   await queryRows(
     db,
     /* sql */ `
     INSERT INTO cancelled_orders (tenant_id, order_id, message_id)
     SELECT c.tenant_id, c.order_id, c.message_id
     FROM unnest($1::text[], $2::uuid[], $3::uuid[]) WITH ORDINALITY AS c(tenant_id, order_id, message_id, n)
-    WHERE NOT EXISTS (SELECT 1 FROM shipments s WHERE s.tenant_id = c.tenant_id AND s.order_id = c.order_id)
+    WHERE NOT EXISTS (SELECT 1 FROM shipments s WHERE s.tenant_id = c.tenant_id AND s.order_id = c.order_id OFFSET 0)
     ORDER BY c.n
     ON CONFLICT (tenant_id, order_id) DO NOTHING`,
     [tenants, orders, run.map(({ messageId }) => messageId)],
