@@ -36,6 +36,14 @@ export class ShipmentsHandler implements EventHandler<typeof orderEventSchemas> 
   }
 }
 
+/*
+ * Each check against another table (a placement's marker, a cancel's shipment) is a subquery with
+ * `OFFSET 0`, which PostgreSQL runs per row as a probe of that table's (tenant, order) key and never
+ * turns into a join. As a join, the generic plan a session keeps for a prepared statement, made from
+ * the statistics of its moment, read the whole other table once per batch when that moment was an
+ * empty table (a new deployment; the markers, rarely analyzed): fulfillment-checks-planned-on-empty-tables.
+ */
+
 async function placeShipments(db: Queryable, run: Placed[]): Promise<void> {
   // The unique (tenant, order) is a second line of defence; the inbox is what makes redelivery a no-op.
   await queryRows(
@@ -46,7 +54,10 @@ async function placeShipments(db: Queryable, run: Placed[]): Promise<void> {
            p.message_id, c.cancelled_at
     FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::int[], $6::uuid[]) WITH ORDINALITY
          AS p(id, tenant_id, order_id, sku, quantity, message_id, n)
-    LEFT JOIN cancelled_orders c ON c.tenant_id = p.tenant_id AND c.order_id = p.order_id
+    LEFT JOIN LATERAL (
+      SELECT m.order_id, m.cancelled_at FROM cancelled_orders m
+      WHERE m.tenant_id = p.tenant_id AND m.order_id = p.order_id OFFSET 0
+    ) c ON true
     ORDER BY p.n
     ON CONFLICT (tenant_id, order_id) DO NOTHING`,
     [
@@ -72,9 +83,7 @@ async function cancelShipments(db: Queryable, run: Cancelled[]): Promise<void> {
     [tenants, orders],
   );
   // No shipment yet: its OrderPlaced is dead-lettered or late. The marker is what it will find.
-  // The check is a probe of the shipments' (tenant, order) key per cancel: `OFFSET 0` keeps it a subquery
-  // run per row, never an anti-join. As an anti-join, the generic plan a session kept from an empty table
-  // (a new deployment's first minutes) read every shipment once per batch of cancels, until the next analyze.
+  // The check is a probe of the shipments' key per cancel (`OFFSET 0`: above placeShipments).
   await queryRows(
     db,
     /* sql */ `
