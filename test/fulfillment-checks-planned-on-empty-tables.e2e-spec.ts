@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { migrate } from '@app/migrations';
 import { ShipmentsHandler } from '../apps/fulfillment/src/shipments/fulfillment.handler';
 import { recreate } from './support/global-setup';
+import { explainPrepared, preparedOnSession } from './support/prepared-plans';
 import { testEnv } from './support/test-env';
 
 type Handled = Parameters<ShipmentsHandler['handle']>[1][number];
@@ -56,22 +57,10 @@ describe('fulfillment checks planned while its tables were empty', () => {
         await handler.handle(client, [handled(type, 't', randomUUID())]);
         await client.query('COMMIT');
       }
-      const { rows: prepared } = await client.query<{ name: string; generic_plans: number }>(
-        /* sql */ `SELECT name, generic_plans::int FROM pg_prepared_statements WHERE statement LIKE '%' || $1 || '%'`,
-        [statement],
-      );
-      expect(prepared).toEqual([{ name: expect.any(String), generic_plans: 10 }]);
+      const prepared = await preparedOnSession(client, statement);
+      expect(prepared).toEqual([{ name: expect.any(String), genericPlans: 10 }]);
       await client.query(pile);
-      await client.query('BEGIN');
-      try {
-        const { rows } = await client.query<{ 'QUERY PLAN': any[] }>(
-          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${prepared[0].name}(${parameters(randomUUID())})`,
-        );
-        const root = rows[0]['QUERY PLAN'][0].Plan;
-        return root['Shared Hit Blocks'] + root['Shared Read Blocks'];
-      } finally {
-        await client.query('ROLLBACK');
-      }
+      return (await explainPrepared(client, prepared[0].name, parameters(randomUUID()))).buffers;
     } finally {
       await client.end();
     }

@@ -2,6 +2,7 @@ import { DataSource } from 'typeorm';
 import { CLAIM, claimBatch, prepareRelaySession } from '@app/outbox';
 import { DedicatedSession } from '@app/platform';
 import { insertProbes, outboxOfItsOwn, publishAsTheRelayDoes } from './support/outbox-of-its-own';
+import { explainPrepared, preparedOnSession } from './support/prepared-plans';
 
 /** The buffers one claim on the relay's session touched (EXPLAIN ANALYZE runs it; rolled back). */
 async function claimBuffers(runner: ReturnType<DataSource['createQueryRunner']>): Promise<number> {
@@ -224,26 +225,15 @@ describe('the relay claim planned while the outbox was empty', () => {
       const shards = Array.from({ length: 16 }, (_, i) => i);
       const claim = () => claimBatch(client, { shards, shardCount: 16, limit: 500 });
       for (let poll = 0; poll < 10; poll++) expect(await claim()).toEqual([]); // the relay's polls, before any commit
-      const { rows: plans } = await client.query<{ name: string; generic_plans: number }>(
-        /* sql */ `SELECT name, generic_plans::int FROM pg_prepared_statements WHERE statement = $1`,
-        [CLAIM],
-      );
-      expect(plans[0].generic_plans).toBeGreaterThan(0); // the case at hand: a plan made from the empty table, kept
+      const [plan] = await preparedOnSession(client, CLAIM);
+      expect(plan.genericPlans).toBeGreaterThan(0); // the case at hand: a plan made from the empty table, kept
 
       await insertProbes(db(), 20_000); // the backlog
-      await client.query('BEGIN');
-      try {
-        const { rows } = await client.query<{ 'QUERY PLAN': any[] }>(
-          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${plans[0].name}(16, '{${shards.join(',')}}', 500, '{}', 0)`,
-        );
-        const root = rows[0]['QUERY PLAN'][0].Plan;
-        expect(root['Actual Rows']).toBe(500);
-        // 500 rows in the index's order, each locked: about 500 buffers. A plan reading every unpublished
-        // row (a scan of another index and a sort, or a scan of the parked keys per row) reads the whole backlog.
-        expect(root['Shared Hit Blocks'] + root['Shared Read Blocks']).toBeLessThan(3_000);
-      } finally {
-        await client.query('ROLLBACK');
-      }
+      const claimed = await explainPrepared(client, plan.name, `16, '{${shards.join(',')}}', 500, '{}', 0`);
+      expect(claimed.rows).toBe(500);
+      // 500 rows in the index's order, each locked: about 500 buffers. A plan reading every unpublished
+      // row (a scan of another index and a sort, or a scan of the parked keys per row) reads the whole backlog.
+      expect(claimed.buffers).toBeLessThan(3_000);
     } finally {
       await session.close();
     }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { notifierDatabase } from '../apps/notifier/src/database';
-import { inOneStatement } from '@app/platform';
+import { inOneStatement, postgresPool } from '@app/platform';
 import { CLAIM_DUE, claimDue, NO_FLOOR } from '../apps/notifier/src/webhooks/delivery-store';
 import { deliveriesOfTheirOwn, deliverAllDue } from './support/deliveries-of-their-own';
+import { explainPrepared, preparedOnSession } from './support/prepared-plans';
 import { deadToEverySnapshot } from './support/snapshots';
 
 const DELIVERED = 5_000;
@@ -137,33 +138,27 @@ describe('the dispatcher claim planned while the queue was empty', () => {
       for (let poll = 0; poll < 10; poll++) {
         expect(await inOneStatement(dataSource, (client) => claimDue(client, randomUUID(), 60_000, 64))).toEqual([]);
       }
-      const [claim] = await dataSource.query(/* sql */ `SELECT name, generic_plans::int FROM pg_prepared_statements WHERE statement = $1`, [
-        CLAIM_DUE,
-      ]);
-      expect(claim.generic_plans).toBeGreaterThan(0); // the case at hand: a plan made from the empty table, kept
-
-      // A backlog: 5,000 due deliveries, a fifth of them behind an earlier one of their order.
-      await recordPending(dataSource, 4_000);
-      await dataSource.query(/* sql */ `
-        INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
-        SELECT gen_random_uuid(), 't', order_id, url, 'OrderCancelled', '{}', 'pending', now()
-        FROM webhook_deliveries ORDER BY sequence LIMIT 1000`);
-
-      // The session's own prepared claim, with the plan it keeps: run by EXPLAIN ANALYZE, rolled back.
-      const runner = dataSource.createQueryRunner();
-      await runner.startTransaction();
+      // The session (the pool's one) holds the claim prepared, with the plan PostgreSQL keeps for it.
+      const session = await postgresPool(dataSource).connect();
       try {
-        const explained = await runner.query(
-          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${claim.name}('${randomUUID()}', 60000, 64, '${NO_FLOOR}')`,
-        );
-        const root = explained[0]['QUERY PLAN'][0].Plan;
-        expect(root['Actual Rows']).toBe(64);
+        const [claim] = await preparedOnSession(session, CLAIM_DUE);
+        expect(claim.genericPlans).toBeGreaterThan(0); // the case at hand: a plan made from the empty table, kept
+
+        // A backlog, recorded on another session: 5,000 due deliveries, a fifth of them behind an earlier
+        // one of their order.
+        await recordPending(db(), 4_000);
+        await db().query(/* sql */ `
+          INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
+          SELECT gen_random_uuid(), 't', order_id, url, 'OrderCancelled', '{}', 'pending', now()
+          FROM webhook_deliveries ORDER BY sequence LIMIT 1000`);
+
+        const claimed = await explainPrepared(session, claim.name, `'${randomUUID()}', 60000, 64, '${NO_FLOOR}'`);
+        expect(claimed.rows).toBe(64);
         // 64 rows claimed, each checked by a probe of its order: about 1,200 buffers. A scan of the
         // pending-order index per candidate reads tens of thousands.
-        expect(root['Shared Hit Blocks'] + root['Shared Read Blocks']).toBeLessThan(3_000);
+        expect(claimed.buffers).toBeLessThan(3_000);
       } finally {
-        await runner.rollbackTransaction();
-        await runner.release();
+        session.release();
       }
     } finally {
       await dataSource.destroy();

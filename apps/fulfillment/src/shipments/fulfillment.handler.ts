@@ -43,7 +43,6 @@ export class ShipmentsHandler implements EventHandler<typeof orderEventSchemas> 
  * the statistics of its moment, read the whole other table once per batch when that moment was an
  * empty table (a new deployment; the markers, rarely analyzed): fulfillment-checks-planned-on-empty-tables.
  */
-
 async function placeShipments(db: Queryable, run: Placed[]): Promise<void> {
   // The unique (tenant, order) is a second line of defence; the inbox is what makes redelivery a no-op.
   await queryRows(
