@@ -51,7 +51,11 @@ export class PrivatePostgres {
   private readonly binaries = serverBinaries();
   private readonly owner = runAs();
 
-  constructor(readonly port: number) {}
+  /** `settings`: server settings of this server's own (`shared_preload_libraries`, `autovacuum`, …), given at every start. */
+  constructor(
+    readonly port: number,
+    private readonly settings: Record<string, string> = {},
+  ) {}
 
   unavailable(): string | undefined {
     if ('missing' in this.binaries) return this.binaries.missing;
@@ -107,7 +111,8 @@ export class PrivatePostgres {
 
   /** TCP on 127.0.0.1 only, the socket in the suite's directory (not /var/run/postgresql, which the shared server owns). */
   private get options(): string {
-    return `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c max_connections=200`;
+    const settings = Object.entries(this.settings).map(([name, value]) => ` -c ${name}=${value}`);
+    return `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c max_connections=200${settings.join('')}`;
   }
 
   private async pg(program: string, args: string[]): Promise<void> {

@@ -37,11 +37,13 @@ export class ShipmentsHandler implements EventHandler<typeof orderEventSchemas> 
 }
 
 /*
- * Each check against another table (a placement's marker, a cancel's shipment) is a subquery with
- * `OFFSET 0`, which PostgreSQL runs per row as a probe of that table's (tenant, order) key and never
- * turns into a join. As a join, the generic plan a session keeps for a prepared statement, made from
- * the statistics of its moment, read the whole other table once per batch when that moment was an
- * empty table (a new deployment; the markers, rarely analyzed): fulfillment-checks-planned-on-empty-tables.
+ * Each lookup by an event's (tenant, order) in another table (a placement's marker, a cancel's
+ * shipment, both for its update and for its marker) is a subquery with `OFFSET 0`, which PostgreSQL
+ * runs per event as a probe of that table's key and never turns into a join. As a join, the generic
+ * plan a session keeps for a prepared statement, made from the statistics of its moment, read the
+ * whole other table once per batch when that moment was an empty table (a new deployment; the
+ * markers, rarely analyzed): fulfillment-checks-planned-on-empty-tables,
+ * plans-made-on-empty-tables-stay-probes.
  */
 async function placeShipments(db: Queryable, run: Placed[]): Promise<void> {
   // The unique (tenant, order) is a second line of defence; the inbox is what makes redelivery a no-op.
@@ -77,12 +79,12 @@ async function cancelShipments(db: Queryable, run: Cancelled[]): Promise<void> {
     db,
     /* sql */ `
     UPDATE shipments s SET status = 'cancelled', cancelled_at = now()
-    FROM unnest($1::text[], $2::uuid[]) AS c(tenant_id, order_id)
-    WHERE s.tenant_id = c.tenant_id AND s.order_id = c.order_id AND s.status <> 'cancelled'`,
+    FROM unnest($1::text[], $2::uuid[]) AS c(tenant_id, order_id),
+    LATERAL (SELECT f.id FROM shipments f WHERE f.tenant_id = c.tenant_id AND f.order_id = c.order_id OFFSET 0) found
+    WHERE s.id = found.id AND s.status <> 'cancelled'`,
     [tenants, orders],
   );
   // No shipment yet: its OrderPlaced is dead-lettered or late. The marker is what it will find.
-  // The check is a probe of the shipments' key per cancel (`OFFSET 0`: above placeShipments).
   await queryRows(
     db,
     /* sql */ `
