@@ -108,8 +108,9 @@ describe('the dispatcher claim after deliveries it has not vacuumed away', () =>
     try {
       const [settings] =
         await dataSource.query(/* sql */ `SELECT current_setting('work_mem') AS work_mem, current_setting('enable_bitmapscan') AS bitmap,
-                          current_setting('enable_seqscan') AS seq, current_setting('jit') AS jit`);
-      expect(settings).toEqual({ work_mem: '5MB', bitmap: 'off', seq: 'off', jit: 'off' });
+                          current_setting('enable_seqscan') AS seq, current_setting('jit') AS jit,
+                          current_setting('plan_cache_mode') AS plans`);
+      expect(settings).toEqual({ work_mem: '5MB', bitmap: 'off', seq: 'off', jit: 'off', plans: 'force_generic_plan' });
     } finally {
       await dataSource.destroy();
     }
