@@ -5,7 +5,7 @@ import { claimBatch, lookAtFloor, markPublished, prepareRelaySession } from '@ap
 import { DedicatedSession, inOneStatement, postgresPool } from '@app/platform';
 import { notifierDatabase } from '../apps/notifier/src/database';
 import { claimDue, settle } from '../apps/notifier/src/webhooks/delivery-store';
-import { deliveriesOfTheirOwn } from './support/deliveries-of-their-own';
+import { deliveredAtFirstAttempt, deliveriesOfTheirOwn } from './support/deliveries-of-their-own';
 import { insertProbes, outboxOfItsOwn } from './support/outbox-of-its-own';
 
 const RUNS = 40;
@@ -86,16 +86,7 @@ describe('the queue sessions at a trickle', () => {
           INSERT INTO webhook_deliveries (message_id, tenant_id, order_id, url, event_type, payload, state, next_attempt_at)
           VALUES (gen_random_uuid(), 't', gen_random_uuid(), 'http://127.0.0.1:1/hook', 'OrderPlaced', '{}', 'pending', now())`);
         const claimed = await inOneStatement(dataSource, (client) => claimDue(client, randomUUID(), 60_000, 64));
-        const settlements = claimed.map(({ messageId, leaseId }) => ({
-          messageId,
-          leaseId,
-          url: 'http://127.0.0.1:1/hook',
-          state: 'delivered' as const,
-          statusCode: 204,
-          retryInMs: null,
-          error: null,
-        }));
-        delivered += await inOneStatement(dataSource, (client) => settle(client, settlements));
+        delivered += await inOneStatement(dataSource, (client) => settle(client, deliveredAtFirstAttempt(claimed)));
       }
       expect(delivered).toBe(RUNS);
       const client = await postgresPool(dataSource).connect();

@@ -42,15 +42,19 @@ export async function deliverAllDue(manager: EntityManager, batch: number): Prom
   for (;;) {
     const claimed = await claimDue(manager, randomUUID(), 60_000, batch);
     if (!claimed.length) return delivered;
-    const settlements = claimed.map(({ messageId, leaseId }) => ({
-      messageId,
-      leaseId,
-      url: 'http://127.0.0.1:1/hook',
-      state: 'delivered' as const,
-      statusCode: 204,
-      retryInMs: null,
-      error: null,
-    }));
-    delivered += await settle(manager, settlements);
+    delivered += await settle(manager, deliveredAtFirstAttempt(claimed));
   }
+}
+
+/** The settlements of `claimed` deliveries that the receiver took at their first attempt (a 204). */
+export function deliveredAtFirstAttempt(claimed: { messageId: string; leaseId: string }[]) {
+  return claimed.map(({ messageId, leaseId }) => ({
+    messageId,
+    leaseId,
+    url: 'http://127.0.0.1:1/hook',
+    state: 'delivered' as const,
+    statusCode: 204,
+    retryInMs: null,
+    error: null,
+  }));
 }
