@@ -17,19 +17,17 @@ export class WebhookDueIndexNamesItsDueTime1764720000420 implements MigrationInt
   readonly transaction = false;
 
   async up(db: QueryRunner): Promise<void> {
-    await this.replaceDueIndex(db, `state = 'pending' AND next_attempt_at IS NOT NULL`);
-  }
-
-  async down(db: QueryRunner): Promise<void> {
-    await this.replaceDueIndex(db, `state = 'pending'`);
-  }
-
-  private async replaceDueIndex(db: QueryRunner, predicate: string): Promise<void> {
     await db.query(/* sql */ `DROP INDEX CONCURRENTLY IF EXISTS webhook_deliveries_due_idx_next`);
-    await db.query(
-      /* sql */ `CREATE INDEX CONCURRENTLY webhook_deliveries_due_idx_next ON webhook_deliveries (next_attempt_at) WHERE ${predicate}`,
-    );
+    await db.query(/* sql */ `
+      CREATE INDEX CONCURRENTLY webhook_deliveries_due_idx_next ON webhook_deliveries (next_attempt_at)
+      WHERE state = 'pending' AND next_attempt_at IS NOT NULL`);
     await db.query(/* sql */ `DROP INDEX CONCURRENTLY IF EXISTS webhook_deliveries_due_idx`);
     await db.query(/* sql */ `ALTER INDEX webhook_deliveries_due_idx_next RENAME TO webhook_deliveries_due_idx`);
+  }
+
+  /** Not concurrently: TypeORM runs a revert in a transaction whatever `transaction` says. */
+  async down(db: QueryRunner): Promise<void> {
+    await db.query(/* sql */ `DROP INDEX webhook_deliveries_due_idx`);
+    await db.query(/* sql */ `CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE state = 'pending'`);
   }
 }
