@@ -101,6 +101,11 @@ export class PrivatePostgres {
     this.dir = undefined;
   }
 
+  /** What the server has logged so far (its log file), or '' before it started. */
+  logText(): string {
+    return this.dir && existsSync(this.log) ? readFileSync(this.log, 'utf8') : '';
+  }
+
   private get data(): string {
     return join(this.dir!, 'data');
   }

@@ -11,6 +11,9 @@ import { TopicReader, waitForTopic } from '../support/topic-reader';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { KafkaMessage, Snapshot } from './checker';
 
+/** Marks a statement the harness sends (a comment pg_stat_statements keeps with the text), to tell it from the apps'. */
+export const HARNESS_READ = '/* workload harness */';
+
 /** The names each app gives its PostgreSQL sessions (libs/platform postgresOptions). */
 export const APPLICATION_NAMES = ['command-api', 'outbox-relay', 'fulfillment', 'notifier'];
 
@@ -189,10 +192,13 @@ export class WorkloadStack {
     return rows[0].terminated;
   }
 
-  /** True once every outbox row of the tenant is published, both consumers have an inbox row for each, and no webhook is pending. */
+  /**
+   * True once every outbox row of the tenant is published, both consumers have an inbox row for each, and
+   * no webhook is pending. Its statements say they are the harness's (HARNESS_READ), for counts of the apps' own.
+   */
   async drained(tenantId: string): Promise<boolean> {
     const { rows } = await this.pools.orders.query(
-      'SELECT id::text, published_at IS NOT NULL AS published FROM outbox_messages WHERE tenant_id = $1',
+      `${HARNESS_READ} SELECT id::text, published_at IS NOT NULL AS published FROM outbox_messages WHERE tenant_id = $1`,
       [tenantId],
     );
     if (rows.some((row) => !row.published)) return false;
@@ -202,13 +208,13 @@ export class WorkloadStack {
       [this.pools.notifier, 'notifier'],
     ] as const) {
       const { rows: handled } = await pool.query(
-        'SELECT count(*)::int AS n FROM inbox_messages WHERE consumer = $1 AND message_id = ANY($2::uuid[])',
+        `${HARNESS_READ} SELECT count(*)::int AS n FROM inbox_messages WHERE consumer = $1 AND message_id = ANY($2::uuid[])`,
         [consumer, ids],
       );
       if (handled[0].n < ids.length) return false;
     }
     const { rows: pending } = await this.pools.notifier.query(
-      `SELECT count(*)::int AS n FROM webhook_deliveries WHERE tenant_id = $1 AND state = 'pending'`,
+      `${HARNESS_READ} SELECT count(*)::int AS n FROM webhook_deliveries WHERE tenant_id = $1 AND state = 'pending'`,
       [tenantId],
     );
     return pending[0].n === 0;

@@ -16,7 +16,7 @@ import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
 import { CreateWebhookDeliveries1764720000200 } from './notifier/1764720000200-create-webhook-deliveries';
 import { WebhookDeliveryQueue1764720000400 } from './notifier/1764720000400-webhook-delivery-queue';
 import { WebhookQueueVacuumsCleanItsIndexes1764720000410 } from './notifier/1764720000410-webhook-queue-vacuums-clean-its-indexes';
-import { WebhookDueIndexNamesItsDueTime1764720000420 } from './notifier/1764720000420-webhook-due-index-names-its-due-time';
+import { WebhookQueueIndexesNameTheirColumns1764720000420 } from './notifier/1764720000420-webhook-queue-indexes-name-their-columns';
 import { CreateReceivedWebhooks1764720000500 } from './receiver/1764720000500-create-received-webhooks';
 
 /** Each database owns its migrations; the order of each list is the order they apply in. */
@@ -39,7 +39,7 @@ export const migrationSets = {
     CreateWebhookDeliveries1764720000200,
     WebhookDeliveryQueue1764720000400,
     WebhookQueueVacuumsCleanItsIndexes1764720000410,
-    WebhookDueIndexNamesItsDueTime1764720000420,
+    WebhookQueueIndexesNameTheirColumns1764720000420,
   ],
   /** The reference webhook receiver's own database (apps/webhook-receiver), standing in for a downstream team's. */
   receiver: [CreateReceivedWebhooks1764720000500],

@@ -124,10 +124,12 @@ const LOOK_FOR_FLOOR = /* sql */ `
  * (the dispatcher sends it through `inOneStatement`).
  */
 export async function settle(db: Queryable, settlements: Settlement[]): Promise<number> {
-  const column = <K extends keyof Settlement>(key: K) => settlements.map((s) => s[key]);
-  const { affected } = await queryThenCommit(
-    db,
-    /* sql */ `
+  const { affected } = await queryThenCommit(db, SETTLE, settleParameters(settlements));
+  return affected;
+}
+
+/** The settle statement (exported for the tests' EXPLAIN): each result's row found by its message id. */
+export const SETTLE = /* sql */ `
     UPDATE webhook_deliveries d SET
       attempts = d.attempts + 1,
       state = r.state,
@@ -141,10 +143,20 @@ export async function settle(db: Queryable, settlements: Settlement[]): Promise<
       leased_until = NULL
     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::text[])
       AS r(message_id, lease_id, url, state, status_code, retry_in_ms, error)
-    WHERE d.message_id = r.message_id AND d.lease_id = r.lease_id AND d.state = 'pending'`,
-    [column('messageId'), column('leaseId'), column('url'), column('state'), column('statusCode'), column('retryInMs'), column('error')],
-  );
-  return affected;
+    WHERE d.message_id = r.message_id AND d.lease_id = r.lease_id AND d.state = 'pending'`;
+
+/** SETTLE's parameters: one array per column of the results. */
+export function settleParameters(settlements: Settlement[]): unknown[] {
+  const column = <K extends keyof Settlement>(key: K) => settlements.map((s) => s[key]);
+  return [
+    column('messageId'),
+    column('leaseId'),
+    column('url'),
+    column('state'),
+    column('statusCode'),
+    column('retryInMs'),
+    column('error'),
+  ];
 }
 
 /** Deletes delivered rows older than `retentionSeconds`, a bounded batch at a time; returns how many. */

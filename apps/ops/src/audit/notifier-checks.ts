@@ -54,7 +54,10 @@ export async function appliedEventsHaveWebhookDeliveries(notifier: EntityManager
   return pending ? { ...result, notes: [pending] } : result;
 }
 
-/** How many deliveries wait to be delivered, and for how long the oldest has: not missing, but worth watching. */
+/**
+ * How many deliveries wait to be delivered, and for how long the oldest has: not missing, but worth watching.
+ * Read through the due index (every pending delivery has a due time; the index holds only rows that say so).
+ */
 async function pendingNote(notifier: EntityManager): Promise<Note | undefined> {
   const { rows } = await queryRows<{
     pending: number;
@@ -70,7 +73,7 @@ async function pendingNote(notifier: EntityManager): Promise<Note | undefined> {
            count(*) FILTER (WHERE attempts > 0)::int AS retrying,
            min(created_at) AS oldest_at,
            floor(extract(epoch FROM clock_timestamp() - min(created_at)))::int AS oldest_age
-    FROM webhook_deliveries WHERE state = 'pending'`,
+    FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at IS NOT NULL`,
   );
   const { pending, in_flight, retrying, oldest_at, oldest_age } = rows[0];
   if (!pending) return undefined;
