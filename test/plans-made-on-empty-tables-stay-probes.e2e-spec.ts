@@ -32,10 +32,9 @@ interface PlanNode {
  */
 function walks(node: PlanNode, most: number): { scan: string; met: number }[] {
   const type = node['Node Type'];
-  const bounded = type !== 'Seq Scan' && (!type.startsWith('Index') || node['Index Cond'] !== undefined);
+  const whole = type === 'Seq Scan' || (type.startsWith('Index') && node['Index Cond'] === undefined);
   const met = node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0);
-  const own =
-    !bounded && type.endsWith('Scan') && met > most ? [{ scan: `${type} of ${node['Index Name'] ?? node['Relation Name']}`, met }] : [];
+  const own = whole && met > most ? [{ scan: `${type} of ${node['Index Name'] ?? node['Relation Name']}`, met }] : [];
   return [...own, ...(node.Plans ?? []).flatMap((child) => walks(child, most))];
 }
 

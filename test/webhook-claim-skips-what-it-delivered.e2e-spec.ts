@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { escapeLiteral } from 'pg';
 import { DataSource } from 'typeorm';
 import { notifierDatabase } from '../apps/notifier/src/database';
 import { inOneStatement, postgresPool } from '@app/platform';
@@ -46,8 +45,9 @@ async function explainOnce(
     if (prepared) {
       await runner.query(/* sql */ `SET LOCAL plan_cache_mode = force_generic_plan`);
       await runner.query(`PREPARE explained AS ${sql}`);
-      // EXECUTE takes its parameters as SQL: each one written as a literal, as pg would have sent it.
-      const literals = parameters.map((value) => (value === null ? 'NULL' : escapeLiteral(asText(value))));
+      // EXECUTE takes its parameters as SQL: each one as pg sends it (arrays included), quoted by PostgreSQL.
+      const literals: string[] = [];
+      for (const value of parameters) literals.push((await runner.query(`SELECT quote_nullable($1::text) AS l`, [value]))[0].l);
       explained = await runner.query(`${explain} EXECUTE explained(${literals.join(', ')})`);
       await runner.query(/* sql */ `DEALLOCATE explained`);
     } else {
@@ -59,12 +59,6 @@ async function explainOnce(
     await runner.rollbackTransaction();
     await runner.release();
   }
-}
-
-/** A parameter as PostgreSQL reads it from text: an array as `{"a",NULL}`. */
-function asText(value: unknown): string {
-  if (!Array.isArray(value)) return String(value);
-  return `{${value.map((item) => (item === null ? 'NULL' : `"${String(item).replace(/["\\]/g, '\\$&')}"`)).join(',')}}`;
 }
 
 /** The scans of a plan, `Index Scan on webhook_deliveries_due_idx` for instance. */
