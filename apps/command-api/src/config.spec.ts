@@ -43,3 +43,25 @@ describe('command API configuration: tombstones after expiry', () => {
     }
   });
 });
+
+describe('command API configuration: statement lanes', () => {
+  it('shares 2 connections among decided statements by default (1 with a pool of 1); 0 borrows one per statement', () => {
+    expect(parseConfig(commandApiConfig, {})).toMatchObject({ DATABASE_STATEMENT_LANES: 2 });
+    expect(parseConfig(commandApiConfig, { DATABASE_POOL_SIZE: '1', API_KEY_CACHE_SECONDS: '0' })).toMatchObject({
+      DATABASE_STATEMENT_LANES: 1,
+    });
+    expect(parseConfig(commandApiConfig, { DATABASE_STATEMENT_LANES: '0' })).toMatchObject({ DATABASE_STATEMENT_LANES: 0 });
+  });
+
+  it('refuses more lanes than the pool has connections, negatives and fractions, naming the variable', () => {
+    expect(() => parseConfig(commandApiConfig, { DATABASE_STATEMENT_LANES: '11' })).toThrow(
+      /DATABASE_STATEMENT_LANES: must be at most DATABASE_POOL_SIZE/,
+    );
+    expect(parseConfig(commandApiConfig, { DATABASE_STATEMENT_LANES: '11', DATABASE_POOL_SIZE: '12' })).toMatchObject({
+      DATABASE_STATEMENT_LANES: 11,
+    });
+    for (const value of ['-1', '1.5', 'two']) {
+      expect(() => parseConfig(commandApiConfig, { DATABASE_STATEMENT_LANES: value })).toThrow(/DATABASE_STATEMENT_LANES: /);
+    }
+  });
+});

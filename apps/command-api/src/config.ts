@@ -28,6 +28,12 @@ export const commandApiConfig = z
     MANAGEMENT_PORT: envFields.port(3100),
     ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
     DATABASE_POOL_SIZE: envFields.poolSize,
+    /**
+     * Connections of the pool that a command decided in one statement (an order) shares with the others
+     * decided at the same time, pipelined (StatementLanes, docs/performance.md): 0 borrows one per statement.
+     * By default 2, or DATABASE_POOL_SIZE if smaller.
+     */
+    DATABASE_STATEMENT_LANES: z.coerce.number().int().min(0).max(200).optional(),
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
     KAFKA_BROKERS: envFields.kafkaBrokers,
     /** The API never talks to Kafka (the outbox does); behind a load balancer you may not want a broker outage to drain it. */
@@ -87,9 +93,17 @@ export const commandApiConfig = z
     path: ['DATABASE_POOL_SIZE'],
     message: 'must be at least 2 while API_KEY_CACHE_SECONDS is not 0 (the cache holds one connection to hear revocations)',
   })
+  .refine((config) => (config.DATABASE_STATEMENT_LANES ?? 0) <= config.DATABASE_POOL_SIZE, {
+    path: ['DATABASE_STATEMENT_LANES'],
+    message: 'must be at most DATABASE_POOL_SIZE (each lane is a connection of the pool)',
+  })
   .refine((config) => config.IDEMPOTENCY_LOCK_TIMEOUT_MS < config.DATABASE_STATEMENT_TIMEOUT_MS, {
     path: ['IDEMPOTENCY_LOCK_TIMEOUT_MS'],
     message: 'must be shorter than DATABASE_STATEMENT_TIMEOUT_MS',
-  });
+  })
+  .transform((config) => ({
+    ...config,
+    DATABASE_STATEMENT_LANES: config.DATABASE_STATEMENT_LANES ?? Math.min(2, config.DATABASE_POOL_SIZE),
+  }));
 
 export type CommandApiConfig = z.infer<typeof commandApiConfig>;

@@ -17,6 +17,7 @@ export * from './database/database-errors';
 export * from './database/query-rows';
 export * from './database/delete-in-batches';
 export * from './database/transaction';
+export * from './database/statement-lanes';
 export * from './database/carried-write';
 export * from './database/session';
 export * from './database/lost-session';

@@ -5,7 +5,7 @@ import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { idempotentOperations } from '@app/contracts';
 import { CommandResult, IdempotentRequest, IdempotentResponse, ReplayCache, runDecided, runIdempotent } from '@app/idempotency';
-import { inOneStatement, inTransaction, Queryable, retryOnLostSession } from '@app/platform';
+import { inOneStatement, inTransaction, postgresPool, Queryable, retryOnLostSession, StatementLanes } from '@app/platform';
 import { CommandApiConfig } from '../config';
 import { InjectedFault } from '../http/problem-catalog';
 import { CommandContext } from './command-context';
@@ -45,6 +45,8 @@ export type Command = { decide: () => CommandResult } | { execute: Execute };
 @Injectable()
 export class CommandRunner {
   private readonly replays: ReplayCache;
+  /** Where decided statements go (none: each borrows a connection of its own, inOneStatement). */
+  private readonly lanes?: StatementLanes;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -54,6 +56,8 @@ export class CommandRunner {
       entries: config.get('IDEMPOTENCY_REPLAY_CACHE_ENTRIES', { infer: true }),
       maxSeconds: config.get('IDEMPOTENCY_REPLAY_CACHE_SECONDS', { infer: true }),
     });
+    const lanes = config.get('DATABASE_STATEMENT_LANES', { infer: true });
+    if (lanes > 0) this.lanes = new StatementLanes(postgresPool(dataSource), lanes);
   }
 
   async run(request: IdempotentRequest, context: CommandContext, command: Command): Promise<IdempotentResponse> {
@@ -83,7 +87,8 @@ export class CommandRunner {
   /** runDecided's one statement, a transaction of its own; in a transaction block when a fault is injected before COMMIT. */
   private oneStatement(context: CommandContext, work: (db: Queryable) => Promise<IdempotentResponse | undefined>) {
     if (context.failBeforeCommit) return this.transaction(context, work);
-    return retryOnLostSession(() => inOneStatement(this.dataSource, work));
+    const lanes = this.lanes;
+    return retryOnLostSession(() => (lanes ? lanes.run(work) : inOneStatement(this.dataSource, work)));
   }
 
   private replayFromMemory(request: IdempotentRequest): IdempotentResponse | undefined {

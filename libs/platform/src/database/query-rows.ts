@@ -2,10 +2,14 @@ import type { ClientBase } from 'pg';
 import { EntityManager } from 'typeorm';
 
 /**
- * Where a statement runs: a TypeORM manager (inside its transaction, if it has one) or a pg client
- * borrowed by `inTransaction` (the command path, which skips TypeORM's wrappers).
+ * Where a statement runs: a TypeORM manager (inside its transaction, if it has one), a pg client
+ * borrowed by `inTransaction` (the command path, which skips TypeORM's wrappers), or one work's
+ * handle on a pipelined connection it shares with other work (`StatementLanes`).
  */
-export type Queryable = EntityManager | ClientBase;
+export type Queryable = EntityManager | ClientBase | StatementSession;
+
+/** Sends statements, and nothing else: a connection shared by several callers' statements (`StatementLanes`). */
+export type StatementSession = Pick<ClientBase, 'query'>;
 
 /**
  * Runs one SQL statement and returns the rows — also for UPDATE/DELETE … RETURNING, whose shape

@@ -29,7 +29,7 @@ interface OpenTransaction {
   ended: boolean;
 }
 
-const open = new WeakMap<ClientBase, OpenTransaction>();
+const open = new WeakMap<Queryable, OpenTransaction>();
 
 /**
  * Runs `work` in one transaction on a connection of the data source's pool, through the bare pg
@@ -93,24 +93,42 @@ export async function inTransaction<T>(
 export async function inOneStatement<T>(dataSource: DataSource, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await postgresPool(dataSource).connect();
   client.on('error', ignoreUntilNextStatement); // as in inTransaction
-  const statement: OpenTransaction = { commitAhead: false, autocommit: true, ended: false };
-  open.set(client, statement);
   let broken: Error | undefined;
   try {
-    const result = await inOneWrite(client, () => work(client));
-    if (!statement.ended) throw new Error('inOneStatement: the work sent no statement through queryThenCommit');
-    return result;
+    return await asOneStatement(client, () => inOneWrite(client, () => work(client)));
   } catch (error) {
-    // The session is in doubt only when the statement failed other than by PostgreSQL's answer on a live
-    // session; a throw of the work's own (IDEMPOTENCY.IN_PROGRESS from a lock timeout, say) leaves it sound.
-    const lost = isDatabaseUnreachable(error) || (thrownByStatement(error) && !(error instanceof DatabaseError));
-    if (lost) broken = error as Error;
+    if (leavesSessionInDoubt(error)) broken = error as Error;
     throw error;
   } finally {
-    open.delete(client);
     client.removeListener('error', ignoreUntilNextStatement);
     client.release(broken);
   }
+}
+
+/**
+ * Runs `work` as a statement sent outside a transaction block on `db` (`inOneStatement`'s rules): its
+ * `queryThenCommit` is the transaction, a second one is refused, and work that returns without one
+ * rejects. `db` is the work's own handle, even where the connection behind it serves other work too.
+ */
+export async function asOneStatement<T, D extends Queryable>(db: D, work: () => Promise<T>): Promise<T> {
+  const statement: OpenTransaction = { commitAhead: false, autocommit: true, ended: false };
+  open.set(db, statement);
+  try {
+    const result = await work();
+    if (!statement.ended) throw new Error('inOneStatement: the work sent no statement through queryThenCommit');
+    return result;
+  } finally {
+    open.delete(db);
+  }
+}
+
+/**
+ * True when a statement's failure leaves its session in doubt: it failed other than by an error
+ * PostgreSQL reported on a live session. A throw of the work's own (IDEMPOTENCY.IN_PROGRESS from a
+ * lock timeout, say) leaves it sound.
+ */
+export function leavesSessionInDoubt(error: unknown): boolean {
+  return isDatabaseUnreachable(error) || (thrownByStatement(error) && !(error instanceof DatabaseError));
 }
 
 /**
