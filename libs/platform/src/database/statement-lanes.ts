@@ -88,7 +88,7 @@ class Lane {
         throw new Error('StatementLanes: the pool is not in pg pipeline mode (postgresOptions({ pipeline: true }))');
       }
       // As in inTransaction: pg-pool listens for errors only on idle clients; a lost session surfaces in
-      // the statements in flight, which retire the lane.
+      // the statements in flight, which mark the lane broken.
       client.on('error', ignoreUntilNextStatement);
       return client;
     });
