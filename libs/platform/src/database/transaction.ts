@@ -110,7 +110,7 @@ export async function inOneStatement<T>(dataSource: DataSource, work: (client: P
  * `queryThenCommit` is the transaction, a second one is refused, and work that returns without one
  * rejects. `db` is the work's own handle, even where the connection behind it serves other work too.
  */
-export async function asOneStatement<T, D extends Queryable>(db: D, work: () => Promise<T>): Promise<T> {
+export async function asOneStatement<T>(db: Queryable, work: () => Promise<T>): Promise<T> {
   const statement: OpenTransaction = { commitAhead: false, autocommit: true, ended: false };
   open.set(db, statement);
   try {
