@@ -22,8 +22,9 @@ import { asOneStatement, leavesSessionInDoubt } from './transaction';
  *   briefly belongs here: the command path's decided statement waits only for a racing duplicate's
  *   claim (docs/idempotency.md).
  * - A statement whose failure leaves its session in doubt (`leavesSessionInDoubt`: the connection was
- *   lost) fails every work on its lane with it; the lane closes as they settle and its connection is
- *   destroyed, not pooled. The caller reruns such work (`retryOnLostSession`) on another lane.
+ *   lost) fails every work on its lane with it; the lane takes no new work from then on, and its
+ *   connection is destroyed, not pooled, once they have settled. The caller reruns such work
+ *   (`retryOnLostSession`) on another lane.
  */
 export class StatementLanes {
   private readonly open: Lane[] = [];
@@ -44,8 +45,7 @@ export class StatementLanes {
       const session = await lane.session();
       return await asOneStatement(session, () => work(session));
     } catch (error) {
-      // Its connection is destroyed, not pooled, when the lane closes (the works on it fail with it).
-      if (leavesSessionInDoubt(error)) lane.broken ??= error as Error;
+      if (leavesSessionInDoubt(error)) this.retire(lane, error as Error);
       throw error;
     } finally {
       lane.works -= 1;
@@ -68,9 +68,25 @@ export class StatementLanes {
     return this.open.reduce((idlest, lane) => (lane.works < idlest.works ? lane : idlest));
   }
 
+  /**
+   * A lane whose session is lost takes no more work: the first statement to fail says so (57P01 from a
+   * terminated backend), while the rest of its works fail only when the socket closes, milliseconds
+   * later; a work given to it in between (a retry, a new request) would fail as well. Its connection is
+   * destroyed, not pooled, when its last work settles.
+   */
+  private retire(lane: Lane, error: Error): void {
+    lane.broken ??= error;
+    this.forget(lane);
+  }
+
   private close(lane: Lane): void {
-    this.open.splice(this.open.indexOf(lane), 1);
+    this.forget(lane);
     lane.release();
+  }
+
+  private forget(lane: Lane): void {
+    const at = this.open.indexOf(lane);
+    if (at >= 0) this.open.splice(at, 1);
   }
 }
 
