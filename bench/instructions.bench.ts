@@ -23,7 +23,7 @@ import { describeMachine, Machine, runAsMain } from './cli';
 import { closedLoop, KeepAliveClient } from './load';
 import { benchArgs, integerFlag } from './options';
 import { RunningPeer, startNodeIdempotencyPeer } from './peers/node-idempotency';
-import { commandPathScenarios, Expectations, peerScenarios, Scenario, seedOrder } from './scenarios';
+import { commandPathScenarios, Expectations, peerScenarios, replayCacheHits, Scenario, seedOrder } from './scenarios';
 import { BenchResult, BenchSection, UsageError } from './section';
 
 export const usage = 'usage: npm run bench -- instructions [--requests N (50-100000, default 3000)] [--json]';
@@ -124,9 +124,9 @@ async function bench(requests: number, database: string): Promise<InstructionsRe
     const problems: string[] = [];
     for (const scenario of scenarios) {
       const { pid, env } = counted(scenario);
-      const hitsBefore = await replayCacheHits(api);
+      const hitsBefore = await replayCacheHits(api.managementUrl);
       add(scenario.name, scenario.measures, await callgrind.count(pid, env, () => drive(scenario, 'measured', requests, api.url)));
-      const hits = (await replayCacheHits(api)) - hitsBefore;
+      const hits = (await replayCacheHits(api.managementUrl)) - hitsBefore;
       const expectedHits = scenario.name === 'replay' ? requests : 0;
       if (hits !== expectedHits) problems.push(`${scenario.name}: ${hits} replies from the replay cache, expected ${expectedHits}`);
     }
@@ -235,11 +235,6 @@ class BareProcess {
 }
 
 /** How many replies the command-api answered from its replay cache so far (its /metrics). */
-async function replayCacheHits(api: RunningApp): Promise<number> {
-  const text = await (await fetch(`${api.managementUrl}/metrics`)).text();
-  return [...text.matchAll(/^idempotency_replay_cache_hits_total\{[^}]*\} (\d+)/gm)].reduce((sum, [, n]) => sum + Number(n), 0);
-}
-
 const thousands = (n: number) => `${Math.round(n / 1000).toLocaleString('en-US')}k`;
 
 function printTable(report: InstructionsReport): string {

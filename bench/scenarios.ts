@@ -1,4 +1,4 @@
-import { Call, KeepAliveClient, Reply } from './load';
+import { Call, closedLoop, KeepAliveClient, Reply } from './load';
 
 export const RACE_BURST = 8;
 
@@ -31,6 +31,8 @@ export interface Scenario {
   units(requests: number): number;
   /** One unit of work; `pass` names the warm-up or measured round it belongs to, so that fresh keys stay fresh. */
   unit(client: KeepAliveClient, pass: string, index: number): Promise<Reply[]>;
+  /** Before each pass, not measured: brings about what the scenario measures (replays from memory: the receipts held). */
+  prepare?(client: KeepAliveClient): Promise<void>;
 }
 
 /**
@@ -125,22 +127,33 @@ export function commandPathScenarios(
         ['replay', 'the process that ran the first executions, which holds their receipts in memory (ReplayCache)', undefined],
         ['replay, from the database', 'another command-api process on the same database, without that cache', elsewhere],
       ] as const
-    ).map(([name, where, target]): Scenario => ({
-      name,
-      measures: `POST /v1/orders, key already used: the stored response, no new effect; sent to ${where}`,
-      workers: concurrency,
-      connections: concurrency,
-      orders: () => 0,
-      target,
-      units: one,
-      unit: async (client, _phase, index) => {
-        const key = recent(createdKeys, index) ?? 'no-first-execution-succeeded';
+    ).map(([name, where, target]): Scenario => {
+      const replay = async (client: KeepAliveClient, key: string) => {
         const reply = await client.send(create(key));
         const ok = reply.status === 201 && reply.headers['idempotent-replayed'] === 'true' && reply.headers.location === created.get(key);
         check.expect(name, ok, () => describeReply(reply));
         return [reply];
-      },
-    })),
+      };
+      return {
+        name,
+        measures: `POST /v1/orders, key already used: the stored response, no new effect; sent to ${where}`,
+        workers: concurrency,
+        connections: concurrency,
+        orders: () => 0,
+        target,
+        units: one,
+        unit: (client, _phase, index) => replay(client, recent(createdKeys, index) ?? 'no-first-execution-succeeded'),
+        // The process holds a receipt for IDEMPOTENCY_REPLAY_CACHE_SECONDS (60 by default) after its
+        // last use, and the rounds' order puts other scenarios between the first executions and these
+        // replays, for longer than that on a slow machine: a replay of each key, unmeasured, first.
+        prepare: target
+          ? undefined
+          : async (client) => {
+              const keys = createdKeys.slice(-REPLAYED);
+              await closedLoop(keys.length, concurrency, (i) => replay(client, keys[i]));
+            },
+      };
+    }),
     {
       name: '30 % retried',
       measures: 'POST /v1/orders, a mix: 3 of every 10 requests retry a key this scenario already used (replayed), 7 are fresh',
@@ -302,4 +315,10 @@ export async function seedOrder(baseUrl: string, apiKey: string): Promise<string
   } finally {
     client.close();
   }
+}
+
+/** Replies the command-api at `managementUrl` answered from its replay cache so far (its metric). */
+export async function replayCacheHits(managementUrl: string): Promise<number> {
+  const text = await (await fetch(`${managementUrl}/metrics`)).text();
+  return [...text.matchAll(/^idempotency_replay_cache_hits_total\{[^}]*\} (\d+)/gm)].reduce((sum, [, n]) => sum + Number(n), 0);
 }
