@@ -102,12 +102,12 @@ async function bench(options: BenchOptions, database: string): Promise<BenchRepo
         const { url, pid } = scenario.target ?? { url: api.url, pid: api.process.pid! };
         const client = new KeepAliveClient(url, scenario.connections);
         try {
-          // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process),
-          // PostgreSQL's, this process's (the load generator), and how busy the machine was.
           await scenario.prepare?.(client);
           // Replays from memory must all come from memory (the metric says): else the row measures something else.
           const fromMemory = scenario.name === 'replay' && !warmup;
           const hitsBefore = fromMemory ? await replayCacheHits(api.managementUrl) : 0;
+          // The API's (or the peer's) process CPU per request (0 for the bare driver, which runs in this process),
+          // PostgreSQL's, this process's (the load generator), and how busy the machine was.
           const cpu = startCpuShare({ api: () => processCpuMs(pid), postgres: postgresCpuMs, bench: ownCpuMs });
           const requests = warmup ? warmups.get(scenario)! : options.requests;
           const measured = await closedLoop(scenario.units(requests), scenario.workers, (i) => scenario.unit(client, pass, i));

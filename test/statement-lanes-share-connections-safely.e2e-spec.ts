@@ -10,6 +10,7 @@ import {
   StatementLanes,
   StatementSession,
 } from '@app/platform';
+import { eventually } from './support/eventually';
 import { testEnv } from './support/test-env';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -61,11 +62,6 @@ describe('StatementLanes', () => {
     (
       await observer.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' ORDER BY random()`, [APP])
     ).map((row: { pid: number }) => row.pid);
-  const until = async (done: () => boolean | Promise<boolean>) => {
-    for (const started = Date.now(); !(await done()); await pause(2)) {
-      if (Date.now() - started > 10_000) throw new Error('waited 10 s for a condition that never came');
-    }
-  };
 
   it('shares at most `lanes` connections among many callers, each statement a transaction of its own with its own answer', async () => {
     const lanes = new StatementLanes(pool, 2);
@@ -160,8 +156,11 @@ describe('StatementLanes', () => {
         }),
     );
     const settled = Promise.allSettled(inFlight);
-    await until(async () => (await activeLanePids()).length === 1);
-    const [victim] = await activeLanePids();
+    const [victim] = await eventually(activeLanePids, (pids) => pids.length === 1, {
+      timeoutMs: 10_000,
+      intervalMs: 2,
+      what: 'the lane running the eight statements',
+    });
     await observer.query('SELECT pg_terminate_backend($1)', [victim]);
     const outcomes = await settled;
     expect(outcomes.map((outcome) => outcome.status)).toEqual(range(1, 8).map(() => 'rejected'));
@@ -183,7 +182,11 @@ describe('StatementLanes', () => {
     const killer = (async () => {
       while (killing) {
         const mark = answered;
-        await until(() => answered >= mark + 8 || !killing);
+        await eventually(
+          () => answered,
+          (count) => count >= mark + 8 || !killing,
+          { timeoutMs: 10_000, intervalMs: 2, what: '8 statements answered since the last kill' },
+        );
         await pause(Math.random() * 20);
         const [victim] = await activeLanePids();
         if (victim) {
