@@ -8,13 +8,21 @@ interface FieldProblem {
   message: string;
 }
 
-/** Every issue of a failed parse, one per field (each unknown field on its own). */
+/**
+ * The issues of a failed parse, one per field (each unknown field on its own). A value can break several
+ * of its field's rules at once (2^53 is neither a safe integer nor at most 10,000): the first rule broken
+ * speaks for the field.
+ */
 function fieldProblems(error: z.ZodError): FieldProblem[] {
-  return error.issues.flatMap((issue) =>
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.map((field) => ({ field, message: `property ${field} should not exist` }))
-      : [{ field: issue.path.map(String).join('.'), message: issue.message }],
-  );
+  const byField = new Map<string, FieldProblem>();
+  for (const issue of error.issues) {
+    const problems =
+      issue.code === 'unrecognized_keys'
+        ? issue.keys.map((field) => ({ field, message: `property ${field} should not exist` }))
+        : [{ field: issue.path.map(String).join('.'), message: issue.message }];
+    for (const problem of problems) if (!byField.has(problem.field)) byField.set(problem.field, problem);
+  }
+  return [...byField.values()];
 }
 
 /**
