@@ -44,7 +44,7 @@ describe('authentication comes before any lookup', () => {
   /** The 401 with `instance` (the request path) taken out: what the caller could compare. */
   const withoutInstance = ({ instance: _, ...rest }: Record<string, unknown>) => rest;
 
-  function post(path: string, headers: Record<string, string>, body: unknown) {
+  function post(path: string, headers: Record<string, string | string[]>, body: unknown) {
     return http(`${suite.api.url}${path}`, { method: 'POST', headers, body });
   }
 
@@ -60,7 +60,7 @@ describe('authentication comes before any lookup', () => {
     const revoked = await db.client(a.tenantId);
     revokeWithOpsCli(revoked.clientId);
 
-    const credentials: [string, Record<string, string>][] = [
+    const credentials: [string, Record<string, string | string[]>][] = [
       ['no Authorization header', {}],
       ['an empty Authorization header', { Authorization: '' }],
       ['Basic instead of Bearer', { Authorization: `Basic ${Buffer.from(`a:${a.apiKey}`).toString('base64')}` }],
@@ -69,9 +69,14 @@ describe('authentication comes before any lookup', () => {
       ['the key with a trailing junk character', { Authorization: `Bearer ${a.apiKey}x` }],
       ['a well-formed key nobody was issued', { Authorization: `Bearer ${neverIssuedKey}` }],
       ['a revoked key of the same tenant', { Authorization: `Bearer ${revoked.apiKey}` }],
+      // Authorization is a singleton field (RFC 9110): Node keeps the first of two and drops the rest, and a
+      // proxy in front may have judged the other one. Two are no credential, in either order.
+      ["A's key, then a key nobody was issued", { Authorization: [`Bearer ${a.apiKey}`, `Bearer ${neverIssuedKey}`] }],
+      ["a key nobody was issued, then A's key", { Authorization: [`Bearer ${neverIssuedKey}`, `Bearer ${a.apiKey}`] }],
+      ["A's key twice", { Authorization: [`Bearer ${a.apiKey}`, `Bearer ${a.apiKey}`] }],
     ];
     const neverUsed = `intent-${randomUUID()}`;
-    const probes: [string, (auth: Record<string, string>) => Promise<HttpResult>, () => Promise<HttpResult>][] = [
+    const probes: [string, (auth: Record<string, string | string[]>) => Promise<HttpResult>, () => Promise<HttpResult>][] = [
       [
         "replay of A's create",
         (auth) => post('/v1/orders', { ...auth, 'Idempotency-Key': 'intent-a' }, body),

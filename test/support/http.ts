@@ -10,7 +10,8 @@ export interface HttpResult {
 
 export interface HttpCall {
   method?: string;
-  headers?: Record<string, string>;
+  /** A list is sent as that many field lines of the one name. */
+  headers?: Record<string, string | string[]>;
   /** An object is sent as JSON; a string or Buffer is sent as it is. */
   body?: unknown;
 }

@@ -36,7 +36,7 @@ export class ApiKeyGuard implements CanActivate {
     // Before authentication, so that refused requests are logged with what they tried.
     if (operation) logOnCompletion(response, { operation });
     const address = request.socket.remoteAddress ?? 'unknown';
-    const key = bearerKey(request.headers.authorization);
+    const key = presentedKey(request);
     const beforeLookup = () => this.limits.beforeLookup(address);
     const client = key ? await this.clients.find(key, beforeLookup) : (await beforeLookup(), null);
     if (!client) {
@@ -49,6 +49,18 @@ export class ApiKeyGuard implements CanActivate {
     if (operation) authorise(client, operation);
     return true;
   }
+}
+
+/**
+ * The bearer key of the request's one `Authorization` field. Authorization is a singleton field (RFC 9110):
+ * of two, Node keeps the first and drops the rest, while a proxy in front may have judged another one, so a
+ * request with more than one has no credential at all.
+ */
+function presentedKey(request: Request): string | undefined {
+  const raw = request.rawHeaders;
+  let fields = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 13 && raw[i].toLowerCase() === 'authorization') fields++;
+  return fields === 1 ? bearerKey(request.headers.authorization) : undefined;
 }
 
 export function authorise(client: AuthenticatedClient, operation: Operation): void {
