@@ -16,6 +16,9 @@ describe('a bad configuration stops boot with one line naming the variable', () 
     ['apps/outbox-relay/src/main.ts', 'KAFKA_BROKERS', 'nowhere'],
     ['apps/fulfillment/src/main.ts', 'FULFILLMENT_DATABASE_URL', 'mysql://localhost/fulfillment'],
     ['apps/ops/src/main.ts', 'ORDERS_DATABASE_URL', 'not a url'],
+    ['apps/notifier/src/main.ts', 'HTTP_REQUEST_TIMEOUT_SECONDS', '0'],
+    // Above the whole request's bound (30 s by default): the head is part of the request.
+    ['apps/webhook-receiver/src/main.ts', 'HTTP_HEADERS_TIMEOUT_SECONDS', '40'],
   ])('%s with %s=%s exits 1', (entry, variable, value) => {
     const result = boot(entry, { [variable]: value }, entry.includes('/ops/') ? ['db:migrate'] : []);
     expect(result.status).toBe(1);

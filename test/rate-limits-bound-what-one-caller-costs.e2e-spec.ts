@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { ApiClientSession } from './support/command-api';
 import { RunningApp, startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
@@ -20,6 +21,48 @@ function statusFrom(localAddress: string, url: string, apiKey: string): Promise<
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const unknownKey = () => `ik_${randomUUID().replace(/-/g, '')}${'x'.repeat(11)}`;
+
+interface RawAnswer {
+  /** The status line's code, or 0 when the server closed without answering. */
+  status: number;
+  body: string;
+  /** From the first byte sent to the answer's end. */
+  ms: number;
+}
+
+/**
+ * Writes `chunks` on a fresh TCP connection, `gapMs` apart, and reads until the server closes it. What a
+ * client on a very slow link, or one holding connections open on purpose, looks like to the server. Gives up
+ * (closes) after `giveUpMs`.
+ */
+function rawRequest(url: string, chunks: string[], gapMs = 0, giveUpMs = 10_000): Promise<RawAnswer> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = connect(Number(port), hostname);
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (data: string) => {
+      received += data;
+      // One answer is all a test needs; the server may keep the connection for more.
+      if (/\r\n\r\n/.test(received) && received.length >= answerLength(received)) socket.end();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1] ?? 0);
+      resolve({ status, body: received.slice(received.indexOf('\r\n\r\n') + 4), ms: Date.now() - started });
+    });
+    chunks.forEach((chunk, i) => setTimeout(() => socket.write(chunk), i * gapMs));
+    // A server that never answers is an answer too (status 0), not a test that hangs.
+    const giveUp = setTimeout(() => socket.destroy(), giveUpMs);
+    socket.on('close', () => clearTimeout(giveUp));
+  });
+}
+
+function answerLength(received: string): number {
+  const head = received.indexOf('\r\n\r\n') + 4;
+  return head + Number(/\r\ncontent-length: (\d+)/i.exec(received.slice(0, head))?.[1] ?? Infinity);
+}
 
 /** Issue 13 (1): what one client, one address or one kind of request can make the service spend. */
 describe('rate limits', () => {
@@ -117,5 +160,44 @@ describe('rate limits', () => {
     expect(
       Date.parse(String((await client.cancelOrder(order.id, 'cancel-real', { reason: 'r' })).headers['idempotency-expires'])) - Date.now(),
     ).toBeGreaterThan(23 * 3600_000);
+  });
+  it('a request whose head or body arrives too slowly gets 408 within its bound, stores nothing and holds up no one', async () => {
+    // Node's defaults would hold a half-sent head for 60 s and a half-sent body for 300 s, each on a connection
+    // of its own: a few thousand slow clients would hold that many sockets for minutes.
+    const api = await start({ HTTP_HEADERS_TIMEOUT_SECONDS: '1', HTTP_REQUEST_TIMEOUT_SECONDS: '2' });
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(api.url, apiKey);
+    const slowKey = `slow-${randomUUID()}`;
+    const head = (key: string, length: number) =>
+      `POST /v1/orders HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer ${apiKey}\r\nIdempotency-Key: ${key}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    const body = JSON.stringify({ sku: 'A', quantity: 1 });
+
+    const stalledHead = rawRequest(api.url, ['GET /v1/orders/x HTTP/1.1\r\nHost: api\r\n']);
+    const stalledBody = rawRequest(api.url, [head(slowKey, body.length) + body.slice(0, 10)]);
+    // Meanwhile a client that sends its request whole is served at once, and one that sends it in pieces
+    // well within the bound is served too: the bound is on the request's arrival, not on each pause.
+    const meanwhile = await client.createOrder(`meanwhile-${randomUUID()}`, { sku: 'A', quantity: 1 });
+    expect(meanwhile.status).toBe(201);
+    const pieces = head(`pieces-${randomUUID()}`, body.length) + body;
+    const inPieces = await rawRequest(api.url, [pieces.slice(0, 40), pieces.slice(40, 200), pieces.slice(200)], 250);
+    expect(inPieces.status).toBe(201);
+
+    for (const [what, answer, bound] of [
+      ['head', await stalledHead, 1_000],
+      ['body', await stalledBody, 2_000],
+    ] as const) {
+      try {
+        expect(answer.status).toBe(408);
+        expect(JSON.parse(answer.body)).toMatchObject({ type: '/problems/request-timeout', status: 408 });
+        // Not before the bound; after it, within Node's check of its connections (every second) and a margin.
+        expect(answer.ms).toBeGreaterThanOrEqual(bound - 50);
+        expect(answer.ms).toBeLessThan(bound + 3_000);
+      } catch (error) {
+        throw new Error(`the stalled ${what}: ${(error as Error).message}`);
+      }
+    }
+    expect((await client.get(`/v1/idempotency-receipts/orders.create/${slowKey}`)).status).toBe(404);
+    expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 2, outbox: 2 });
   });
 });

@@ -22,6 +22,7 @@ export const commandApiConfig = z
     NODE_ENV: envFields.nodeEnv,
     LOG_LEVEL: envFields.logLevel,
     SHUTDOWN_TIMEOUT_SECONDS: envFields.shutdownTimeoutSeconds,
+    ...envFields.httpTimeouts,
     HOST: envFields.host,
     COMMAND_API_PORT: envFields.port(3000),
     /** /metrics and /docs are served here, not on the public port (firewall it like any internal port). */

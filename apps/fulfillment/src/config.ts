@@ -7,6 +7,7 @@ export const fulfillmentConfig = z
     NODE_ENV: envFields.nodeEnv,
     LOG_LEVEL: envFields.logLevel,
     SHUTDOWN_TIMEOUT_SECONDS: envFields.shutdownTimeoutSeconds,
+    ...envFields.httpTimeouts,
     HOST: envFields.host,
     FULFILLMENT_PORT: envFields.port(3002),
     /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */

@@ -18,6 +18,7 @@ export const notifierConfig = z
     NODE_ENV: envFields.nodeEnv,
     LOG_LEVEL: envFields.logLevel,
     SHUTDOWN_TIMEOUT_SECONDS: envFields.shutdownTimeoutSeconds,
+    ...envFields.httpTimeouts,
     HOST: envFields.host,
     NOTIFIER_PORT: envFields.port(3003),
     /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */

@@ -8,6 +8,7 @@ export const outboxRelayConfig = z
     NODE_ENV: envFields.nodeEnv,
     LOG_LEVEL: envFields.logLevel,
     SHUTDOWN_TIMEOUT_SECONDS: envFields.shutdownTimeoutSeconds,
+    ...envFields.httpTimeouts,
     HOST: envFields.host,
     OUTBOX_RELAY_PORT: envFields.port(3001),
     /** /metrics and /docs are served here, not on the app's port (firewall it like any internal port). */

@@ -7,6 +7,7 @@ export const webhookReceiverConfig = z
     NODE_ENV: envFields.nodeEnv,
     LOG_LEVEL: envFields.logLevel,
     SHUTDOWN_TIMEOUT_SECONDS: envFields.shutdownTimeoutSeconds,
+    ...envFields.httpTimeouts,
     HOST: envFields.host,
     WEBHOOK_RECEIVER_PORT: envFields.port(3004),
     /** /metrics and /docs are served here, not on the public port (firewall it like any internal port). */

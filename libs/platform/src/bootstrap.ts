@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
 import { keepLateConnectionErrorsFromCrashing } from './database/database-errors';
-import { answerProtocolErrorsAsProblems } from './http/client-error';
+import { answerProtocolErrorsAsProblems, ArrivalBounds, boundRequestArrival } from './http/client-error';
 import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
@@ -15,7 +15,7 @@ import { serveManagement } from './management';
 import { observeHttpDuration } from './metrics/http-metrics';
 
 /** What every HTTP app's configuration has, whatever else it holds. */
-type CommonConfig = { SHUTDOWN_TIMEOUT_SECONDS: number };
+type CommonConfig = { SHUTDOWN_TIMEOUT_SECONDS: number } & ArrivalBounds;
 
 export interface HttpAppOptions<S extends z.ZodType<CommonConfig>> {
   name: string;
@@ -38,7 +38,7 @@ export interface HttpAppOptions<S extends z.ZodType<CommonConfig>> {
  * with one line naming the variable.
  */
 export async function runHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppOptions<S>): Promise<INestApplication> {
-  const config = configOrExit(options.name, options.schema);
+  const config = configOrExit(options.name, arrivalBoundsInOrder(options.schema));
   try {
     return await startHttpApp(options, config);
   } catch (error) {
@@ -62,14 +62,23 @@ async function startHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppO
   guardDatabaseConnections(app);
   exitIfShutdownOutlasts(config.SHUTDOWN_TIMEOUT_SECONDS, app.get(Logger));
   answerProtocolErrorsAsProblems(app.getHttpServer());
+  boundRequestArrival(app.getHttpServer(), config);
   await app.listen(port, host);
   if (managementPort !== undefined) {
-    const management = await serveManagement(app, { host, port: managementPort, document });
+    const management = await serveManagement(app, { host, port: managementPort, document, bounds: config });
     app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}, /metrics and /docs on ${await management.getUrl()}`);
   } else {
     app.get(Logger).log(`${options.name} listening on ${await app.getUrl()}`);
   }
   return app;
+}
+
+/** The app's schema, refusing a bound on a request's head above the bound on the whole request. */
+function arrivalBoundsInOrder<S extends z.ZodType<CommonConfig>>(schema: S): S {
+  return schema.refine((c) => c.HTTP_HEADERS_TIMEOUT_SECONDS <= c.HTTP_REQUEST_TIMEOUT_SECONDS, {
+    path: ['HTTP_HEADERS_TIMEOUT_SECONDS'],
+    message: 'must not exceed HTTP_REQUEST_TIMEOUT_SECONDS (the head is part of the request)',
+  });
 }
 
 /**

@@ -2,7 +2,7 @@ import { INestApplication, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
-import { answerProtocolErrorsAsProblems } from './http/client-error';
+import { answerProtocolErrorsAsProblems, ArrivalBounds, boundRequestArrival } from './http/client-error';
 import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { ProblemDetailsFilter } from './http/problem-details.filter';
 import { MetricsModule } from './metrics/metrics.module';
@@ -18,7 +18,7 @@ class ManagementModule {}
  */
 export async function serveManagement(
   app: INestApplication,
-  { host, port, document }: { host: string; port: number; document: OpenAPIObject },
+  { host, port, document, bounds }: { host: string; port: number; document: OpenAPIObject; bounds: ArrivalBounds },
 ): Promise<INestApplication> {
   const management = await NestFactory.create(ManagementModule, new ExpressAdapterKeepingShapes(), {
     bufferLogs: true,
@@ -31,6 +31,7 @@ export async function serveManagement(
   // Its errors in the API's shape too: problem+json of the types the document lists.
   management.useGlobalFilters(new ProblemDetailsFilter());
   answerProtocolErrorsAsProblems(management.getHttpServer());
+  boundRequestArrival(management.getHttpServer(), bounds);
   // "Try it out" goes to the API's own address, not to this port.
   SwaggerModule.setup('docs', management, { ...document, servers: [{ url: await app.getUrl() }] });
   await management.listen(port, host);

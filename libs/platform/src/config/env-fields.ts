@@ -19,6 +19,16 @@ export const envFields = {
    * why and exits 1. Below an orchestrator's own grace period (Kubernetes: 30 s) so the reason is logged.
    */
   shutdownTimeoutSeconds: z.coerce.number().int().min(1).max(3600).default(25),
+  /**
+   * How long a request's head, then the whole request, may take to arrive (Node's `headersTimeout` and
+   * `requestTimeout`, 60 s and 300 s by default): past it the client gets a 408 and the connection closes.
+   * The time the app takes to answer is not counted. Spread into every HTTP app's schema; `runHttpApp`
+   * refuses a head's bound above the request's.
+   */
+  httpTimeouts: {
+    HTTP_HEADERS_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
+    HTTP_REQUEST_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  },
   kafkaBrokers: z
     .string()
     .default('127.0.0.1:9092')

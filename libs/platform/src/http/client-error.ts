@@ -34,3 +34,21 @@ export function answerProtocolErrorsAsProblems(server: Server): void {
     response.end(body);
   });
 }
+
+/** How long a request may take to arrive: its head, then the whole of it (`envFields.httpTimeouts`). */
+export interface ArrivalBounds {
+  HTTP_HEADERS_TIMEOUT_SECONDS: number;
+  HTTP_REQUEST_TIMEOUT_SECONDS: number;
+}
+
+/**
+ * Bounds how long a request may take to arrive (Node's own bounds, 60 s for the head and 300 s for the
+ * whole request, would let a few thousand slow clients hold as many sockets for minutes). Past a bound
+ * Node raises `ERR_HTTP_REQUEST_TIMEOUT`, answered above as a 408 problem, and the connection closes.
+ * Node looks for late requests every `connectionsCheckingInterval` (ExpressAdapterKeepingShapes: every
+ * second), so a bound is kept to within a second.
+ */
+export function boundRequestArrival(server: Server, bounds: ArrivalBounds): void {
+  server.headersTimeout = bounds.HTTP_HEADERS_TIMEOUT_SECONDS * 1000;
+  server.requestTimeout = bounds.HTTP_REQUEST_TIMEOUT_SECONDS * 1000;
+}
