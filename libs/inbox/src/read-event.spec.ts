@@ -50,4 +50,20 @@ describe('readEvent (the consumer kit reading a message against its contract)', 
       }),
     );
   });
+
+  it('calls a known event malformed when its event-version header is not a version number', () => {
+    // "abc" read as NaN, "0", "-3" and "1.5" as numbers not above the newest: each was applied as a version
+    // the consumer understands, where no version of it says what such a payload means.
+    const read = (version: string) => () =>
+      readEvent(message(OrderEventTypes.placed, placed, { [Headers.eventVersion]: version }), orderEventContract);
+    fc.assert(
+      fc.property(fc.string(), (version) => {
+        fc.pre(!/^[1-9][0-9]*$/.test(version));
+        expect(read(version)).toThrow(new MalformedMessage(`event-version ${JSON.stringify(version)} is not a version number`));
+      }),
+      { examples: [['abc'], ['0'], ['-3'], ['1.5'], [''], [' 1'], ['01'], ['1e0'], ['0x1']] },
+    );
+    expect(read('1')()).toMatchObject({ type: OrderEventTypes.placed });
+    expect(read('99')()).toBeUndefined();
+  });
 });

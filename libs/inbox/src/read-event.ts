@@ -13,19 +13,25 @@ export type ConsumedEvent<S extends Record<string, z.ZodType>> = {
   [T in keyof S & string]: { type: T; messageId: string; event: z.output<S[T]>; message: InboxMessage };
 }[keyof S & string];
 
+/** An `event-version` header: a positive integer, written as producers write it (no sign, no leading zero). */
+const VERSION = /^[1-9][0-9]*$/;
+
 /**
  * Reads `message` as an event of `contract`, or returns undefined when this consumer skips it: a type
  * it does not know or a version newer than it reads (forward compatible: a producer may add types and
- * versions first). A payload that is not JSON, fails its type's schema, or names another tenant than
- * the `tenant-id` header is malformed: retrying cannot help, so it is dead-lettered at once.
+ * versions first). A known type whose `event-version` is not a version number, or whose payload is not
+ * JSON, fails its type's schema, or names another tenant than the `tenant-id` header, is malformed:
+ * retrying cannot help, so it is dead-lettered at once.
  */
 export function readEvent<S extends Record<string, z.ZodType>>(
   message: InboxMessage,
   contract: EventContract<S>,
 ): ConsumedEvent<S> | undefined {
   const type = message.eventType;
-  const version = Number(message.headers[Headers.eventVersion] ?? '1');
-  if (type === undefined || !Object.hasOwn(contract.schemas, type) || version > contract.version) return undefined;
+  if (type === undefined || !Object.hasOwn(contract.schemas, type)) return undefined;
+  const versionHeader = message.headers[Headers.eventVersion] ?? '1';
+  if (!VERSION.test(versionHeader)) throw new MalformedMessage(`event-version ${JSON.stringify(versionHeader)} is not a version number`);
+  if (Number(versionHeader) > contract.version) return undefined;
   let json: unknown;
   try {
     json = JSON.parse(message.value ?? '');
