@@ -85,6 +85,18 @@ function loggedPlans(log: string): { query: string; plan: PlanNode }[] {
 /** Commands in each measured phase: every statement of the chain runs at least 10 times in it. */
 const MEASURED = 600;
 
+/**
+ * The relay's look at its claim floor and its claim (libs/outbox/src/claim-floor.ts). A relay that starts
+ * (or reaches a heartbeat) reads from the bottom of the unpublished index, by design, walking every entry
+ * the earlier drains left there until a vacuum (docs/outbox.md). Through an outage each relay starts again
+ * and drains the backlog in a few batches, so those walks are most of these statements' calls in that
+ * phase, and their buffers per call there measure the tables' dead entries, not a plan. They are compared
+ * where they run hundreds of times (the first case), their plans are checked in both, and
+ * relay-claims-start-past-what-it-published counts what they read per commit.
+ */
+const STARTS_FROM_THE_BOTTOM = ['pg_snapshot_xmin(s)', 'WITH parked AS MATERIALIZED'];
+const startsFromTheBottom = (statement: string) => STARTS_FROM_THE_BOTTOM.some((text) => statement.includes(text));
+
 describe('plans made while the tables were empty', () => {
   const postgres = new PrivatePostgres(29_770, {
     shared_preload_libraries: 'pg_stat_statements,auto_explain',
@@ -227,6 +239,8 @@ describe('plans made while the tables were empty', () => {
 
     const compared = compare(fresh, stale, 'buffers per call under the plans made on empty tables / made anew:');
     expectEveryDatabase(compared);
+    // The relay's look and claim are compared here, where they run at every commit.
+    expect(STARTS_FROM_THE_BOTTOM.map((text) => compared.some((c) => c.statement.includes(text)))).toEqual([true, true]);
     expect(plans.length).toBeGreaterThan(MEASURED); // every command's statements were explained
     // A probe reads a few pages under either plan; a scan of a grown table reads hundreds, and its plan
     // shows a scan no index condition bounds.
@@ -249,6 +263,8 @@ describe('plans made while the tables were empty', () => {
     expect(plans.length).toBeGreaterThan(MEASURED); // every command's statements were explained
     // A probe reads as much on a larger table; a walk of a table, an index or a backlog reads more, and
     // its plan shows a scan no index condition bounds meeting more than 100 rows in one loop.
-    expect({ grew: compared.filter((c) => c.after > 2 * c.before + 10), walked: walkedIn(plans) }).toEqual({ grew: [], walked: [] });
+    // (The relay's look and claim excepted: they start from the bottom after the outage; see STARTS_FROM_THE_BOTTOM.)
+    const grew = compared.filter((c) => c.after > 2 * c.before + 10 && !startsFromTheBottom(c.statement));
+    expect({ grew, walked: walkedIn(plans) }).toEqual({ grew: [], walked: [] });
   }, 600_000);
 });
