@@ -121,6 +121,21 @@ describe('the relay after draining a backlog, before any vacuum', () => {
     // before. From the floor a claim reads a page or two; the relay's first claims walk from the bottom.
     expect(perCommit).toBeLessThan(25);
   }, 120_000);
+
+  it('does not walk them at every poll while nothing is committed either', async () => {
+    // The backlog drained by the case above; nothing committed since. A relay that finds nothing to claim
+    // polls (every 50 ms here, 1 s by default) and looks at its floor each time: with nothing unpublished
+    // to see, its floor stayed at the bottom and every poll walked the ~170 pages of dead entries twice
+    // (the look and the claim), until the next commit or vacuum. Heartbeat as above: longer than the test.
+    const before = await unpublishedIndexBuffers(db());
+    const relay = await startApp('outbox-relay', { ORDERS_DATABASE_URL: url, RELAY_HEARTBEAT_MS: '60000', RELAY_POLL_INTERVAL_MS: '50' });
+    await new Promise((resolve) => setTimeout(resolve, 3_000)); // some 60 polls
+    await relay.stop();
+    const idle = (await unpublishedIndexBuffers(db())) - before;
+    // The relay's first looks and claims walk from the bottom (about 170 pages each) until two looks agree on
+    // a floor; after that, a page or two per poll. Walking at every poll: ~340 pages per poll, ~20,000 in all.
+    expect(idle).toBeLessThan(2_000);
+  }, 60_000);
 });
 
 /**

@@ -37,9 +37,11 @@ interface Transaction {
 /**
  * Runs `steps`; returns the first row the floor passed while it could still be committed unpublished,
  * or null. `xidFirst`: the transaction has its id before it draws (migration 080); without it, a
- * transaction takes its id when it writes its first row, after the draw (a `write` step).
+ * transaction takes its id when it writes its first row, after the draw (a `write` step). `pastHighest`:
+ * where a look that finds nothing unpublished sees its lowest, past the highest row the snapshot shows
+ * (1, as `lookAtFloor` does: the next number).
  */
-function firstRowPassed(steps: Step[], { xidFirst }: { xidFirst: boolean }): string | null {
+function firstRowPassed(steps: Step[], { xidFirst, pastHighest = 1n }: { xidFirst: boolean; pastHighest?: bigint }): string | null {
   const floor = new ClaimFloor();
   const transactions: Transaction[] = [];
   const published = new Set<bigint>();
@@ -59,12 +61,10 @@ function firstRowPassed(steps: Step[], { xidFirst }: { xidFirst: boolean }): str
       const ids = running().flatMap((t) => (t.xid === undefined ? [] : [t.xid]));
       const xmax = nextXid;
       const xmin = ids.reduce((a, b) => (b < a ? b : a), xmax);
-      const unpublished = transactions
-        .filter((t) => t.state === 'committed')
-        .flatMap((t) => t.rows)
-        .filter((row) => row >= floor.value && !published.has(row))
-        .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      floor.observe({ lowest: unpublished[0] ?? null, xmin, xmax });
+      const visible = transactions.filter((t) => t.state === 'committed').flatMap((t) => t.rows);
+      const unpublished = visible.filter((row) => row >= floor.value && !published.has(row)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      const highest = visible.reduce<bigint | null>((a, b) => (a === null || b > a ? b : a), null);
+      floor.observe({ lowest: unpublished[0] ?? (highest === null ? null : highest + pastHighest), xmin, xmax });
       // The claim, on the floor the look left (the relay looks, then claims): publishes the first few.
       for (const row of unpublished.filter((r) => r >= floor.value).slice(0, s.publish)) published.add(row);
     } else {
@@ -117,11 +117,29 @@ describe('ClaimFloor', () => {
     expect(floor.value).toBe(0n);
   });
 
+  it('rises while nothing is unpublished, to the number after the highest row the snapshots show', () => {
+    const floor = new ClaimFloor();
+    // An idle relay: two looks find nothing unpublished; the highest row is 41 in both.
+    floor.observe({ lowest: 42n, xmin: 100n, xmax: 100n });
+    floor.observe({ lowest: 42n, xmin: 100n, xmax: 101n });
+    expect(floor.value).toBe(42n);
+  });
+
   // The model can fail: a transaction that draws before it has an id is in no snapshot, and a floor
   // trusting snapshots passes its row. Migration 080 is what rules this out on the real table.
   it('needs each transaction to have its id before it draws', () => {
     const counterexample = fc.check(
       fc.property(steps, (steps) => firstRowPassed(steps, { xidFirst: false }) === null),
+      { numRuns: 5000 },
+    );
+    expect(counterexample.failed).toBe(true);
+  });
+
+  // And a look that finds nothing unpublished must not see past the next number: rows drawn after its
+  // snapshot, by transactions it could not know, would be passed.
+  it('needs an idle look to see no further than the number after the highest row', () => {
+    const counterexample = fc.check(
+      fc.property(steps, (steps) => firstRowPassed(steps, { xidFirst: true, pastHighest: 2n }) === null),
       { numRuns: 5000 },
     );
     expect(counterexample.failed).toBe(true);

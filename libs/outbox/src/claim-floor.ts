@@ -77,12 +77,22 @@ export class ClaimFloor {
  * from the same snapshot. $1 shard count, $2 owned shards, $3 the floor. The first unpublished row of
  * the shards counts whatever a claim would do with it (parked, held back behind a parked row, in
  * flight, locked): it is not published yet.
+ *
+ * With none, the look sees the number after the highest row the snapshot shows, of any shard: every row
+ * of the relay's shards it shows from the floor up to there is published, and a row numbered below it
+ * that the snapshot does not show was drawn before the highest was (numbers are drawn in order), so by
+ * a transaction then running; the same as a row below an unpublished lowest, and the floor rises the
+ * same way. Without it an idle relay saw nothing, its floor stayed at the bottom, and every poll walked
+ * every dead entry. `COALESCE` reads the highest row (the top of the sequence's index) only then.
  */
 const LOOK = /* sql */ `
     SELECT pg_snapshot_xmin(s)::text AS xmin, pg_snapshot_xmax(s)::text AS xmax,
-           (SELECT o.sequence FROM outbox_messages o
-            WHERE o.published_at IS NULL AND o.sequence >= $3 AND o.key_hash % $1 = ANY($2::int[])
-            ORDER BY o.sequence LIMIT 1)::text AS lowest
+           COALESCE(
+             (SELECT o.sequence FROM outbox_messages o
+              WHERE o.published_at IS NULL AND o.sequence >= $3 AND o.key_hash % $1 = ANY($2::int[])
+              ORDER BY o.sequence LIMIT 1),
+             (SELECT o.sequence + 1 FROM outbox_messages o ORDER BY o.sequence DESC LIMIT 1)
+           )::text AS lowest
     FROM pg_current_snapshot() AS s`;
 
 export async function lookAtFloor(
