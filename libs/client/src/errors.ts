@@ -61,6 +61,13 @@ export class UnacceptableBodyError extends ProblemError {
 export class RateLimitedError extends ProblemError {
   override name = 'RateLimitedError';
 }
+/**
+ * 408: the request did not reach the service whole within its bound (a stalled network), so it was not
+ * applied; sent again with the same key until the deadline, then thrown.
+ */
+export class RequestTimeoutError extends ProblemError {
+  override name = 'RequestTimeoutError';
+}
 /** 422: the key was already used for a different request in this scope. A programming error: never retried. */
 export class IdempotencyKeyReusedError extends ProblemError {
   override name = 'IdempotencyKeyReusedError';
@@ -105,6 +112,7 @@ const byType: Record<string, typeof ProblemError> = {
   [ProblemTypes.requestTooLarge]: UnacceptableBodyError,
   [ProblemTypes.unsupportedMediaType]: UnacceptableBodyError,
   [ProblemTypes.rateLimited]: RateLimitedError,
+  [ProblemTypes.requestTimeout]: RequestTimeoutError,
   [ProblemTypes.idempotencyKeyReused]: IdempotencyKeyReusedError,
   [ProblemTypes.idempotencyKeyExpired]: IdempotencyKeyExpiredError,
   [ProblemTypes.requestInProgress]: RequestInProgressError,

@@ -98,6 +98,21 @@ describe('OrdersClient: what is retried', () => {
     ]);
   });
 
+  it('retries a 408 (the request did not arrive whole in time, so nothing was applied) with the same key, without asking for the receipt', async () => {
+    const events: RetryEvent[] = [];
+    script = [problem(408, 'request-timeout'), created];
+    const outcome = await client(events).createOrder({ sku: 'S', quantity: 1 });
+    expect(outcome).toMatchObject({ status: 201, attempts: 2, resolvedFromReceipt: false, value: order });
+    expect(requests.map((request) => [request.method, request.key])).toEqual([
+      ['POST', outcome.key],
+      ['POST', outcome.key],
+    ]);
+    expect(events.map((event) => [event.attempt, event.outcomeUnknown])).toEqual([[1, false]]);
+    // A read too.
+    script = [problem(408, 'request-timeout'), { status: 200, body: JSON.stringify(order) }];
+    expect(await client().getOrder(order.id)).toEqual(order);
+  });
+
   it('asks for the receipt after a 503 before sending again (the database may have failed during COMMIT)', async () => {
     script = [problem(503, 'service-unavailable', { 'Retry-After': '0' }), problem(404, 'receipt-not-found'), created];
     const outcome = await client().createOrder({ sku: 'S', quantity: 1 }, { key: 'k-503' });

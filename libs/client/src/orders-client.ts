@@ -7,6 +7,7 @@ import {
   RateLimitedError,
   ReplayInfo,
   RequestInProgressError,
+  RequestTimeoutError,
   ServiceUnavailableError,
   UnexpectedResponseError,
 } from './errors';
@@ -184,9 +185,7 @@ export class OrdersClient {
       const error = problemError(problem, requestId, replay, attempts);
       if (error instanceof RequestInProgressError) unknown = undefined; // the service has it: the next attempt waits for it and replays
       if (error instanceof ServiceUnavailableError) unknown = error; // a database trouble during COMMIT leaves the outcome open
-      if (!(error instanceof RequestInProgressError || error instanceof RateLimitedError || error instanceof ServiceUnavailableError)) {
-        throw error;
-      }
+      if (!(error instanceof RequestInProgressError || error instanceof ServiceUnavailableError || sendAgain(error))) throw error;
       const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
       await this.waitOrGiveUp({
         key,
@@ -260,7 +259,7 @@ export class OrdersClient {
         continue;
       }
       const error = problemError(problem, answer.headers.get('x-request-id') ?? undefined, undefined, round);
-      if (!(error instanceof RateLimitedError || error instanceof ServiceUnavailableError)) throw error;
+      if (!(error instanceof ServiceUnavailableError || sendAgain(error))) throw error;
       const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
       await this.waitOrGiveUp({
         round,
@@ -345,6 +344,11 @@ export class OrdersClient {
 function refused(error: unknown): boolean {
   const cause = (error as { cause?: { code?: string } })?.cause;
   return cause?.code === 'ECONNREFUSED';
+}
+
+/** Answers that say this attempt was not applied and another may be: over budget (429), or not received whole in time (408). */
+function sendAgain(error: ProblemError): boolean {
+  return error instanceof RateLimitedError || error instanceof RequestTimeoutError;
 }
 
 function asProblem(answer: Answer): Problem | undefined {
