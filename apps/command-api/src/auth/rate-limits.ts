@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { isIPv4, isIPv6 } from 'node:net';
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
@@ -14,7 +15,8 @@ import { problemException } from '../http/problem-catalog';
  * `"client";r=<remaining>;t=<seconds to the window's end>`).
  *
  * - per client: RATE_LIMIT_CLIENT_REQUESTS, counted after authentication;
- * - per source address, for requests that fail authentication: RATE_LIMIT_UNAUTHENTICATED_REQUESTS.
+ * - per source address, for requests that fail authentication: RATE_LIMIT_UNAUTHENTICATED_REQUESTS
+ *   (an IPv6 address counted by its /64: `sourceOf`).
  *   Once an address has used that up, its requests are refused before the key is looked up in the
  *   database, unless the key is one the API already holds in memory: made-up keys cannot buy lookups.
  * 0 turns a budget off.
@@ -44,7 +46,7 @@ export class RateLimits {
   /** Refuses (429) a request whose credential must be looked up, from an address that has used up its failed authentications. */
   async beforeLookup(address: string): Promise<void> {
     if (!this.unauthenticated) return;
-    const used = await this.unauthenticated.get(address);
+    const used = await this.unauthenticated.get(sourceOf(address));
     if (used && used.consumedPoints >= this.unauthenticated.points) {
       throw this.refusal(used, 'Too many requests with missing or invalid credentials from this address.');
     }
@@ -52,7 +54,7 @@ export class RateLimits {
 
   /** Counts a failed authentication against its source address. */
   async failedAuthentication(address: string): Promise<void> {
-    await this.unauthenticated?.consume(address).catch(() => undefined);
+    await this.unauthenticated?.consume(sourceOf(address)).catch(() => undefined);
   }
 
   /** Counts an authenticated request against its client: sets the RateLimit headers, or throws 429. */
@@ -81,3 +83,26 @@ export class RateLimits {
 }
 
 const seconds = (state: RateLimiterRes) => Math.max(1, Math.ceil(state.msBeforeNext / 1000));
+
+/**
+ * Who a source address stands for: an IPv4 address itself (also when the socket reports it IPv4-mapped,
+ * `::ffff:192.0.2.7`, as a dual-stack listener does), an IPv6 address its /64, the block one host or
+ * subscriber is given: one host can use any address in it, so counting addresses one by one would give
+ * it 2^64 budgets.
+ */
+function sourceOf(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped && isIPv4(mapped[1])) return mapped[1];
+  const bare = address.split('%')[0]; // a link-local address's zone
+  if (!isIPv6(bare)) return address;
+  // An embedded IPv4 address is the last 32 bits, never in the first 64: read as two groups.
+  const groups = (part: string) => (part ? part.split(':').flatMap((group) => (group.includes('.') ? ['0', '0'] : [group])) : []);
+  const [head, tail] = bare.split('::');
+  const written = groups(head);
+  const all =
+    tail === undefined ? written : [...written, ...Array<string>(8 - written.length - groups(tail).length).fill('0'), ...groups(tail)];
+  return `${all
+    .slice(0, 4)
+    .map((group) => parseInt(group, 16).toString(16))
+    .join(':')}::/64`;
+}
