@@ -96,13 +96,9 @@ function sourceOf(address: string): string {
   const bare = address.split('%')[0]; // a link-local address's zone
   if (!isIPv6(bare)) return address;
   // An embedded IPv4 address is the last 32 bits, never in the first 64: read as two groups.
-  const groups = (part: string) => (part ? part.split(':').flatMap((group) => (group.includes('.') ? ['0', '0'] : [group])) : []);
-  const [head, tail] = bare.split('::');
-  const written = groups(head);
-  const all =
-    tail === undefined ? written : [...written, ...Array<string>(8 - written.length - groups(tail).length).fill('0'), ...groups(tail)];
-  return `${all
-    .slice(0, 4)
-    .map((group) => parseInt(group, 16).toString(16))
-    .join(':')}::/64`;
+  const groups = (part = '') => (part ? part.split(':').flatMap((group) => (group.includes('.') ? ['0', '0'] : [group])) : []);
+  const [head, tail] = bare.split('::').map(groups);
+  const all = tail ? [...head, ...Array<string>(8 - head.length - tail.length).fill('0'), ...tail] : head;
+  const block = all.slice(0, 4).map((group) => parseInt(group, 16).toString(16));
+  return `${block.join(':')}::/64`;
 }
