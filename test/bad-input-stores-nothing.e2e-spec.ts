@@ -1,6 +1,6 @@
-import { connect } from 'node:net';
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { http } from './support/http';
+import { rawHttp } from './support/raw-http';
 
 /**
  * The issue's table of bad inputs: every one is refused with its documented 4xx as problem+json, and
@@ -252,17 +252,18 @@ describe('bad input is refused and stores nothing', () => {
       `Content-Length: ${Buffer.byteLength(body)}`,
       'Connection: close',
     ];
+    const sendRaw = (...keyLines: string[]) => rawHttp(suite.api.url, [`${[...head, ...keyLines].join('\r\n')}\r\n\r\n${body}`]);
     // Node's HTTP parser refuses NUL, SOH, ESC and DEL in a header value itself, before the app runs;
     // the platform answers that as problem+json too. The app's own 0x21-0x7E rule is what catches the
     // tab, the space and non-ASCII above.
     for (const control of ['\x00', '\x01', '\x1b', '\x7f']) {
-      const reply = await rawRequest(suite.api.url, [...head, `Idempotency-Key: intent${control}a`], body);
+      const reply = await sendRaw(`Idempotency-Key: intent${control}a`);
       expect(reply.statusLine).toBe('HTTP/1.1 400 Bad Request');
       expect(reply.head).toMatch(/^content-type: application\/problem\+json/im);
       expect(JSON.parse(reply.body)).toMatchObject({ type: '/problems/bad-request', status: 400 });
     }
     // The same header twice is joined as "dup-1, dup-1" (a space): refused by the app, as problem+json.
-    const twice = await rawRequest(suite.api.url, [...head, 'Idempotency-Key: dup-1', 'Idempotency-Key: dup-1'], body);
+    const twice = await sendRaw('Idempotency-Key: dup-1', 'Idempotency-Key: dup-1');
     expect(twice.statusLine).toBe('HTTP/1.1 400 Bad Request');
     expect(twice.head).toMatch(/^content-type: application\/problem\+json/im);
     expect(JSON.parse(twice.body)).toMatchObject({ type: INVALID, status: 400 });
@@ -274,20 +275,3 @@ describe('bad input is refused and stores nothing', () => {
     expect(valid.headers['idempotent-replayed']).toBeUndefined();
   });
 });
-
-/** Writes an HTTP/1.1 request byte for byte (no client-side header checks) and reads the reply to the end. */
-async function rawRequest(url: string, headLines: string[], body: string) {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  const chunks: Buffer[] = [];
-  socket.on('data', (chunk) => chunks.push(chunk));
-  await new Promise<void>((resolve) => {
-    // The server may reset the connection right after its reply; what arrived before still counts.
-    socket.on('error', () => undefined);
-    socket.once('close', () => resolve());
-    socket.write(`${headLines.join('\r\n')}\r\n\r\n${body}`, 'latin1');
-  });
-  const text = Buffer.concat(chunks).toString('utf8');
-  const [head, ...rest] = text.split('\r\n\r\n');
-  return { statusLine: head.split('\r\n')[0], head, body: rest.join('\r\n\r\n') };
-}

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
-import { connect } from 'node:net';
 import { ApiClientSession } from './support/command-api';
 import { RunningApp, startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
+import { rawHttp } from './support/raw-http';
 import { TcpProxy } from './support/tcp-proxy';
 import { testEnv } from './support/test-env';
 
@@ -21,48 +21,6 @@ function statusFrom(localAddress: string, url: string, apiKey: string): Promise<
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const unknownKey = () => `ik_${randomUUID().replace(/-/g, '')}${'x'.repeat(11)}`;
-
-interface RawAnswer {
-  /** The status line's code, or 0 when the server closed without answering. */
-  status: number;
-  body: string;
-  /** From the first byte sent to the answer's end. */
-  ms: number;
-}
-
-/**
- * Writes `chunks` on a fresh TCP connection, `gapMs` apart, and reads until the server closes it. What a
- * client on a very slow link, or one holding connections open on purpose, looks like to the server. Gives up
- * (closes) after `giveUpMs`.
- */
-function rawRequest(url: string, chunks: string[], gapMs = 0, giveUpMs = 10_000): Promise<RawAnswer> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const socket = connect(Number(port), hostname);
-    let received = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (data: string) => {
-      received += data;
-      // One answer is all a test needs; the server may keep the connection for more.
-      if (/\r\n\r\n/.test(received) && received.length >= answerLength(received)) socket.end();
-    });
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1] ?? 0);
-      resolve({ status, body: received.slice(received.indexOf('\r\n\r\n') + 4), ms: Date.now() - started });
-    });
-    chunks.forEach((chunk, i) => setTimeout(() => socket.write(chunk), i * gapMs));
-    // A server that never answers is an answer too (status 0), not a test that hangs.
-    const giveUp = setTimeout(() => socket.destroy(), giveUpMs);
-    socket.on('close', () => clearTimeout(giveUp));
-  });
-}
-
-function answerLength(received: string): number {
-  const head = received.indexOf('\r\n\r\n') + 4;
-  return head + Number(/\r\ncontent-length: (\d+)/i.exec(received.slice(0, head))?.[1] ?? Infinity);
-}
 
 /** Issue 13 (1): what one client, one address or one kind of request can make the service spend. */
 describe('rate limits', () => {
@@ -173,14 +131,14 @@ describe('rate limits', () => {
       `Content-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
     const body = JSON.stringify({ sku: 'A', quantity: 1 });
 
-    const stalledHead = rawRequest(api.url, ['GET /v1/orders/x HTTP/1.1\r\nHost: api\r\n']);
-    const stalledBody = rawRequest(api.url, [head(slowKey, body.length) + body.slice(0, 10)]);
+    const stalledHead = rawHttp(api.url, ['GET /v1/orders/x HTTP/1.1\r\nHost: api\r\n']);
+    const stalledBody = rawHttp(api.url, [head(slowKey, body.length) + body.slice(0, 10)]);
     // Meanwhile a client that sends its request whole is served at once, and one that sends it in pieces
     // well within the bound is served too: the bound is on the request's arrival, not on each pause.
     const meanwhile = await client.createOrder(`meanwhile-${randomUUID()}`, { sku: 'A', quantity: 1 });
     expect(meanwhile.status).toBe(201);
     const pieces = head(`pieces-${randomUUID()}`, body.length) + body;
-    const inPieces = await rawRequest(api.url, [pieces.slice(0, 40), pieces.slice(40, 200), pieces.slice(200)], 250);
+    const inPieces = await rawHttp(api.url, [pieces.slice(0, 40), pieces.slice(40, 200), pieces.slice(200)], { gapMs: 250 });
     expect(inPieces.status).toBe(201);
 
     for (const [what, answer, bound] of [
