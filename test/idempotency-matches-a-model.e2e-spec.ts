@@ -6,7 +6,8 @@ import { OrdersDb } from './support/orders-db';
 import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 /**
- * Random rounds of concurrent `POST /v1/orders` against the real API and PostgreSQL, checked against
+ * Random rounds of concurrent `POST /v1/orders` against two real command-api processes on one
+ * PostgreSQL (each request to either, as behind a load balancer), checked against
  * a small model of the contract (docs/idempotency.md): per (tenant, orders.create, key) at most one
  * execution, every later request in the scope replays it or is a 422, customerRef unique per tenant.
  *
@@ -24,6 +25,11 @@ import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 interface Command {
   /** Index into the run's fresh tenants (0 or 1). */
   tenant: number;
+  /**
+   * The command-api process it is sent to (0 or 1). Each answers a retry of what it ran from memory
+   * (ReplayCache) and one of what the other ran from PostgreSQL: the answers must not differ.
+   */
+  process: number;
   key: string;
   sku: string;
   quantity: number;
@@ -34,6 +40,7 @@ interface Command {
 const KEYS = ['k0', 'k1', 'k2', 'k3'];
 
 const commandFields = {
+  process: fc.constantFrom(0, 1),
   key: fc.constantFrom(...KEYS),
   sku: fc.constantFrom('A', 'B'),
   quantity: fc.constantFrom(1, 2),
@@ -221,14 +228,14 @@ function checkRound(model: Model, round: Command[], responses: HttpResult[]): vo
 // ---------------------------------------------------------------------------------------------
 
 describe('idempotent order creation matches a model', () => {
-  let api: RunningApp;
+  let apis: RunningApp[] = [];
   const db = new OrdersDb();
 
   beforeAll(async () => {
-    api = await startApp('command-api', { DATABASE_POOL_SIZE: '20' });
+    apis = await Promise.all([0, 1].map(() => startApp('command-api', { DATABASE_POOL_SIZE: '20' })));
   });
   afterAll(async () => {
-    await api?.stop();
+    await Promise.all(apis.map((api) => api.stop()));
     await db.close();
   });
 
@@ -239,17 +246,17 @@ describe('idempotent order creation matches a model', () => {
     ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
   });
 
-  /** Two fresh tenants per run, so runs (and shrinking) never see each other's rows. */
+  /** Two fresh tenants per run, so runs (and shrinking) never see each other's rows; `clients[p][t]`: tenant t on process p. */
   async function twoTenants() {
     const tenants = [await db.tenant(), await db.tenant()];
     return {
       tenants,
-      clients: tenants.map((t) => new ApiClientSession(api.url, t.apiKey)),
+      clients: apis.map((api) => tenants.map((t) => new ApiClientSession(api.url, t.apiKey))),
     };
   }
 
-  async function play(model: Model, clients: ApiClientSession[], round: Command[]): Promise<HttpResult[]> {
-    const responses = await Promise.all(round.map((c) => clients[c.tenant].createOrder(c.key, bodyOf(c))));
+  async function play(model: Model, clients: ApiClientSession[][], round: Command[]): Promise<HttpResult[]> {
+    const responses = await Promise.all(round.map((c) => clients[c.process][c.tenant].createOrder(c.key, bodyOf(c))));
     checkRound(model, round, responses);
     return responses;
   }
@@ -292,9 +299,9 @@ describe('idempotent order creation matches a model', () => {
         const { tenants, clients } = await twoTenants();
         const model = new Model();
         for (const round of rounds) await play(model, clients, round);
-        await checkStore(model, tenants, clients);
+        await checkStore(model, tenants, clients[0]);
       }),
-      settings(25),
+      settings(50),
     );
   }, 180_000);
 
@@ -321,15 +328,15 @@ describe('idempotent order creation matches a model', () => {
             }
           });
         }
-        await checkStore(model, tenants, clients);
+        await checkStore(model, tenants, clients[0]);
         for (const t of [0, 1]) {
           // Every id a tenant was shown is one of its own orders; none is readable with the other credential.
           expect([...seen[t]].filter((id) => model.orders.get(id)?.tenant !== t)).toEqual([]);
-          for (const [id] of model.ordersOf(t)) expect((await clients[1 - t].get(`/v1/orders/${id}`)).status).toBe(404);
+          for (const [id] of model.ordersOf(t)) expect((await clients[0][1 - t].get(`/v1/orders/${id}`)).status).toBe(404);
         }
         expect([...seen[0]].filter((id) => seen[1].has(id))).toEqual([]);
       }),
-      settings(15),
+      settings(30),
     );
   }, 180_000);
 });
