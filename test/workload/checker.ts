@@ -28,6 +28,8 @@ export interface Counts {
   /** Commands the driver sent (retries included), and every request (resends that resolved unknown outcomes too). */
   commandsSent: number;
   requests: number;
+  /** Requests that got no answer at all (a reset or refused connection, a timeout): their outcome was unknown until resolved. */
+  cutOff: number;
   /** Logical actions (operation, key) whose outcome the client learned, from a reply or a receipt. */
   acknowledged: number;
   /** ... of which learned only from `GET /v1/idempotency-receipts` after no reply. */
@@ -79,6 +81,7 @@ export function check(history: History, snapshot: Snapshot, kafka: KafkaMessage[
   const counts: Counts = {
     commandsSent: history.attempts.filter((a) => a.intent !== 'resolve').length,
     requests: history.attempts.length,
+    cutOff: history.attempts.filter((a) => a.error !== undefined).length,
     acknowledged: 0,
     resolvedByReceipt: 0,
     unknown: 0,

@@ -23,6 +23,11 @@ export interface WorkloadOptions {
   ratePerSecond?: number;
   /** Past `commands`, keeps sending while this says so (faults still being injected). */
   keepGoing?: () => boolean;
+  /**
+   * Told as each request to `apiUrl()` starts (+1) and ends (-1, `cutOff` when it got no answer at all):
+   * the harness aims its faults with it.
+   */
+  inFlight?: (apiUrl: string, change: 1 | -1, cutOff?: boolean) => void;
 }
 
 interface Action {
@@ -65,14 +70,18 @@ export async function runWorkload(options: WorkloadOptions): Promise<History> {
       endedAt: 0,
       replayed: false,
     };
+    const apiUrl = options.apiUrl();
+    options.inFlight?.(apiUrl, 1);
     try {
-      const reply = await call(agent, `${options.apiUrl()}${path}`, 'POST', timeoutMs, options.apiKey, action.key, body);
+      const reply = await call(agent, `${apiUrl}${path}`, 'POST', timeoutMs, options.apiKey, action.key, body);
       attempt.status = reply.status;
       attempt.replayed = reply.headers['idempotent-replayed'] === 'true';
       attempt.retryAfter = reply.headers['retry-after'] as string | undefined;
       attempt.orderId = reply.body?.id ?? reply.body?.order?.id;
     } catch (error) {
       attempt.error = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    } finally {
+      options.inFlight?.(apiUrl, -1, attempt.error !== undefined);
     }
     attempt.endedAt = Date.now();
     history.attempts.push(attempt);

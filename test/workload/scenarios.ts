@@ -26,6 +26,8 @@ export interface Scenario {
   gapMs: number;
   /** The scenario acts on the whole PostgreSQL server: it runs only on a stack with a server of its own. */
   needsOwnPostgres?: boolean;
+  /** Its faults are aimed at requests in flight: the run must show requests cut off without an answer. */
+  cutsOffRequests?: boolean;
 }
 
 export interface ScenarioResult {
@@ -83,6 +85,28 @@ export const scenarios: Scenario[] = [
         if (!/exited before it was live/.test(String(error))) throw error;
       }
       await Promise.all([stack.fulfillment.start(), notifierKill]);
+    },
+  },
+  {
+    name: 'command-api killed mid-request',
+    fault:
+      'SIGKILL of one of the two command-api processes at a random moment under load (its requests in flight get no answer ' +
+      'and are resolved on the other), then a restart',
+    gapMs: 1_500,
+    cutsOffRequests: true,
+    inject: async (stack, random) => {
+      // Aimed at requests in flight: a kill that cut none off (each had its answer written) is tried again, up to 5 times.
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const victim = pick(random, stack.apis);
+        await stack.whenBusy(victim, 3_000);
+        const before = stack.requestsCutOff(victim);
+        await victim.kill('SIGKILL');
+        // Its process is gone: what was in flight ends without an answer within moments (a reset or closed socket).
+        for (let waited = 0; waited < 1_000 && stack.requestsInFlight(victim) > 0; waited += 10) await sleep(10);
+        const cutOff = stack.requestsCutOff(victim) > before;
+        await victim.start();
+        if (cutOff) return;
+      }
     },
   },
   {
@@ -160,6 +184,7 @@ export async function runScenario(stack: WorkloadStack, scenario: Scenario, size
     concurrency: 32,
     ratePerSecond: size.ratePerSecond,
     keepGoing: () => !faultsOver,
+    inFlight: (apiUrl, change, cutOff) => stack.trackRequest(apiUrl, change, cutOff),
   }).then((h) => (history = h));
 
   // The first fault comes early enough to meet load; the rest at random gaps while commands still flow.

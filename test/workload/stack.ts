@@ -75,7 +75,8 @@ export class Supervised {
 }
 
 /**
- * The whole chain on databases and a Kafka broker of its own: command API, two outbox relays,
+ * The whole chain on databases and a Kafka broker of its own: two command-api processes (requests
+ * go to either, as behind a load balancer), two outbox relays,
  * fulfillment and notifier (whose webhook goes to a receiver here). Every scenario uses a tenant of
  * its own, so a snapshot and a topic read are one scenario's rows and messages. With `postgres`, the
  * databases live on a PostgreSQL server of the stack's own, which a scenario may restart.
@@ -86,12 +87,16 @@ export class WorkloadStack {
   dbs!: PrivateDatabases;
   orders!: OrdersDb;
   kafka!: Kafka;
-  api!: Supervised;
+  apis: Supervised[] = [];
   relays: Supervised[] = [];
   fulfillment!: Supervised;
   notifier!: Supervised;
   private pools: Record<'orders' | 'fulfillment' | 'notifier', Pool> = {} as never;
   private admin?: Pool;
+  private apiTurn = 0;
+  /** Commands the workload has in flight, and those cut off without an answer, by command-api URL (the driver's `inFlight`). */
+  private readonly inFlight = new Map<string, number>();
+  private readonly cutOff = new Map<string, number>();
 
   constructor(
     brokerPort: number,
@@ -121,7 +126,8 @@ export class WorkloadStack {
     for (const pool of [...Object.values(this.pools), this.admin]) pool.on('error', () => undefined);
 
     const common = { ...this.dbs.env, KAFKA_BROKERS: this.broker.brokers, LOG_LEVEL: 'warn', KAFKA_SESSION_TIMEOUT_MS: '6000' };
-    this.api = new Supervised('command-api', () => ({ ...common, READINESS_REQUIRES_KAFKA: 'false', RECEIPT_SWEEP_INTERVAL_SECONDS: '0' }));
+    const apiEnv = () => ({ ...common, READINESS_REQUIRES_KAFKA: 'false', RECEIPT_SWEEP_INTERVAL_SECONDS: '0' });
+    this.apis = [new Supervised('command-api', apiEnv), new Supervised('command-api', apiEnv)];
     const relayEnv = () => ({
       ...common,
       RELAY_POLL_INTERVAL_MS: '200',
@@ -145,11 +151,44 @@ export class WorkloadStack {
     }));
     await this.relays[0].start(); // creates the topics
     await waitForTopic(this.kafka, Topics.orderEvents, 60_000);
-    await Promise.all([this.api.start(), this.relays[1].start(), this.fulfillment.start(), this.notifier.start()]);
+    await Promise.all([...this.apis.map((api) => api.start()), this.relays[1].start(), this.fulfillment.start(), this.notifier.start()]);
   }
 
+  /**
+   * A command-api to send the next request to: the live ones in turn, as a load balancer whose health
+   * check has seen a process go does (a process killed meanwhile fails the requests it has). While none
+   * is live, any: the request fails, and the client resolves its outcome as after any lost reply.
+   */
   get apiUrl(): string {
-    return this.api.app!.url;
+    const started = this.apis.filter((api) => api.app !== undefined);
+    const live = started.filter((api) => !api.starting && api.app!.process.exitCode === null && api.app!.process.signalCode === null);
+    const candidates = live.length > 0 ? live : started;
+    return candidates[this.apiTurn++ % candidates.length].app!.url;
+  }
+
+  /** The driver's `inFlight` hook: counts commands in flight, and those cut off, per command-api. */
+  trackRequest(apiUrl: string, change: 1 | -1, cutOff = false): void {
+    this.inFlight.set(apiUrl, (this.inFlight.get(apiUrl) ?? 0) + change);
+    if (cutOff) this.cutOff.set(apiUrl, (this.cutOff.get(apiUrl) ?? 0) + 1);
+  }
+
+  /** Commands in flight to `api`'s current process, and those it cut off (the driver's counts). */
+  requestsInFlight(api: Supervised): number {
+    return api.app ? (this.inFlight.get(api.app.url) ?? 0) : 0;
+  }
+
+  requestsCutOff(api: Supervised): number {
+    return api.app ? (this.cutOff.get(api.app.url) ?? 0) : 0;
+  }
+
+  /** Until `api` has a command in flight (checked every millisecond), at most `timeoutMs`: true if it had one. */
+  async whenBusy(api: Supervised, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.requestsInFlight(api) > 0) return true;
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    return false;
   }
 
   /** Starts every app whose process is gone (a fault that failed half-way), and the broker if it is down. */
@@ -176,7 +215,7 @@ export class WorkloadStack {
 
   /** The apps this stack created; fewer than all when `start` failed half-way. */
   supervised(): Supervised[] {
-    return [this.api, ...this.relays, this.fulfillment, this.notifier].filter((app): app is Supervised => app !== undefined);
+    return [...this.apis, ...this.relays, this.fulfillment, this.notifier].filter((app): app is Supervised => app !== undefined);
   }
 
   /** Terminates every session the apps hold in this stack's databases, wherever each one is in its transaction. */
