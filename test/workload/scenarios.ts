@@ -90,7 +90,7 @@ export const scenarios: Scenario[] = [
   {
     name: 'command-api killed mid-request',
     fault:
-      'SIGKILL of one of the two command-api processes at a random moment under load (its requests in flight get no answer ' +
+      'SIGKILL of one of the two command-api processes, picked at random, once it has a request in flight (those get no answer ' +
       'and are resolved on the other), then a restart',
     gapMs: 1_500,
     cutsOffRequests: true,
