@@ -26,6 +26,7 @@ const long: Record<string, ScenarioSize> = {
     ratePerSecond: 15,
   },
   'command-api killed mid-request': { commands: 2_000, faults: 20, outageMs: 0, drainTimeoutMs: 300_000, ratePerSecond: 40 },
+  'command-api frozen mid-request': { commands: 2_000, faults: 10, outageMs: 0, drainTimeoutMs: 300_000, ratePerSecond: 40 },
   'Kafka stopped under load': { commands: 2_000, faults: 1, outageMs: 30_000, drainTimeoutMs: 300_000, ratePerSecond: 50 },
   'PostgreSQL sessions terminated': { commands: 2_000, faults: 20, outageMs: 0, drainTimeoutMs: 300_000, ratePerSecond: 50 },
   'PostgreSQL restarted': { commands: 2_000, faults: 10, outageMs: 0, drainTimeoutMs: 300_000, ratePerSecond: 40 },

@@ -110,6 +110,25 @@ export const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'command-api frozen mid-request',
+    fault:
+      'SIGSTOP of one of the two command-api processes, picked at random, once it has a request in flight, for 1-6 s (a ' +
+      'stop-the-world pause: its sessions keep their locks, requests sent to it wait, retries of its keys reach the other ' +
+      'and wait for those locks), then SIGCONT',
+    gapMs: 1_500,
+    inject: async (stack, random) => {
+      const victim = pick(random, stack.apis);
+      await stack.whenBusy(victim, 3_000);
+      const process = victim.app!.process;
+      process.kill('SIGSTOP');
+      try {
+        await sleep(1_000 + random() * 5_000);
+      } finally {
+        process.kill('SIGCONT');
+      }
+    },
+  },
+  {
     name: 'Kafka stopped under load',
     fault: 'the broker stopped while commands keep arriving, started again with its data',
     gapMs: 2_000,
