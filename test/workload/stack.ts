@@ -75,8 +75,8 @@ export class Supervised {
 }
 
 /**
- * The whole chain on databases and a Kafka broker of its own: two command-api processes (requests
- * go to either, as behind a load balancer), two outbox relays,
+ * The whole chain on databases and a Kafka broker of its own: two command-api processes by default
+ * (requests go to either, as behind a load balancer), two outbox relays,
  * fulfillment and notifier (whose webhook goes to a receiver here). Every scenario uses a tenant of
  * its own, so a snapshot and a topic read are one scenario's rows and messages. With `postgres`, the
  * databases live on a PostgreSQL server of the stack's own, which a scenario may restart.
@@ -98,10 +98,12 @@ export class WorkloadStack {
   private readonly inFlight = new Map<string, number>();
   private readonly cutOff = new Map<string, number>();
 
+  /** `apiProcesses`: command-api processes the requests are spread over (2: retries reach either, as behind a load balancer). */
   constructor(
     brokerPort: number,
     private readonly suffix: string,
     readonly postgres?: PrivatePostgres,
+    private readonly options: { apiProcesses?: number } = {},
   ) {
     this.broker = new TestBroker(brokerPort);
   }
@@ -127,7 +129,7 @@ export class WorkloadStack {
 
     const common = { ...this.dbs.env, KAFKA_BROKERS: this.broker.brokers, LOG_LEVEL: 'warn', KAFKA_SESSION_TIMEOUT_MS: '6000' };
     const apiEnv = () => ({ ...common, READINESS_REQUIRES_KAFKA: 'false', RECEIPT_SWEEP_INTERVAL_SECONDS: '0' });
-    this.apis = [new Supervised('command-api', apiEnv), new Supervised('command-api', apiEnv)];
+    this.apis = Array.from({ length: this.options.apiProcesses ?? 2 }, () => new Supervised('command-api', apiEnv));
     const relayEnv = () => ({
       ...common,
       RELAY_POLL_INTERVAL_MS: '200',
