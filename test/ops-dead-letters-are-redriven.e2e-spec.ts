@@ -95,7 +95,8 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     await producer.connect();
     notifier = await startApp('notifier', {
       WEBHOOK_URL: receiver.url,
-      WEBHOOK_TIMEOUT_MS: '1000',
+      // The receiver runs in this test's process, which a loaded machine can stall past a second: the default bound.
+      WEBHOOK_TIMEOUT_MS: '5000',
       NOTIFIER_MAX_ATTEMPTS: '3',
       NOTIFIER_RETRY_MIN_MS: '50',
       NOTIFIER_RETRY_MAX_MS: '200',
