@@ -1,5 +1,6 @@
 import { check, CheckResult } from './checker';
 import { mulberry32, runWorkload } from './driver';
+import { eventually } from '../support/eventually';
 import { History } from './history';
 import { Supervised, WorkloadStack } from './stack';
 
@@ -102,7 +103,11 @@ export const scenarios: Scenario[] = [
         const before = stack.requestsCutOff(victim);
         await victim.kill('SIGKILL');
         // Its process is gone: what was in flight ends without an answer within moments (a reset or closed socket).
-        for (let waited = 0; waited < 1_000 && stack.requestsInFlight(victim) > 0; waited += 10) await sleep(10);
+        await eventually(
+          () => stack.requestsInFlight(victim),
+          (inFlight) => inFlight === 0,
+          { timeoutMs: 1_000, intervalMs: 10 },
+        ).catch(() => undefined);
         const cutOff = stack.requestsCutOff(victim) > before;
         await victim.start();
         if (cutOff) return;

@@ -3,6 +3,7 @@ import { Pool } from 'pg';
 import { Headers, Topics } from '@app/contracts';
 import { createKafka } from '@app/platform';
 import { AppName, RunningApp, startApp } from '../support/apps';
+import { eventually } from '../support/eventually';
 import { OrdersDb } from '../support/orders-db';
 import { PrivatePostgres } from '../support/private-postgres';
 import { privateDatabases, PrivateDatabases } from '../support/private-stack';
@@ -183,14 +184,13 @@ export class WorkloadStack {
     return api.app ? (this.cutOff.get(api.app.url) ?? 0) : 0;
   }
 
-  /** Until `api` has a command in flight (checked every millisecond), at most `timeoutMs`: true if it had one. */
-  async whenBusy(api: Supervised, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (this.requestsInFlight(api) > 0) return true;
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-    return false;
+  /** Until `api` has a command in flight (checked every millisecond), at most `timeoutMs`; then whatever moment it is. */
+  async whenBusy(api: Supervised, timeoutMs: number): Promise<void> {
+    await eventually(
+      () => this.requestsInFlight(api),
+      (inFlight) => inFlight > 0,
+      { timeoutMs, intervalMs: 1 },
+    ).catch(() => undefined);
   }
 
   /** Starts every app whose process is gone (a fault that failed half-way), and the broker if it is down. */
