@@ -83,7 +83,7 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
     const reason = refused.stderr.trim().split('\n');
     expect(reason).toHaveLength(1);
     const named = reason[0].match(
-      /consumer "([^"]+)" \(inbox retention 3600 s\) forgets message-ids published before (\S+), and 3 selected row\(s\) are older/,
+      /consumer "([^"]+)" \(inbox retention 3600 s\) forgets message-ids received before (\S+), and 3 selected row\(s\) were committed before it/,
     );
     expect(named?.[1]).toBe(forgetful);
     expect(Math.abs(Date.parse(named![2]) - Date.parse(mine.cutoff))).toBeLessThan(60_000);
@@ -97,6 +97,25 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
     } finally {
       await admin.disconnect();
     }
+  }, 120_000);
+
+  it('judges a row by when it was committed, not by when the relay marked it published', async () => {
+    // The state a relay leaves when it sent a row, died before marking it, and marked it on its return
+    // two hours later (or when an outage lost the broker's acknowledgement): consumers may have received
+    // the first copy two hours ago and forgotten it since, though `published_at` is recent.
+    const lateTopic = uniqueTopic('replay-guard-late');
+    const [late] = await outbox.commitPublished(lateTopic, tenantId, [['c', 1]], 0);
+    await outbox.dataSource.query(`UPDATE outbox_messages SET created_at = now() - interval '2 hours' WHERE id = $1`, [late]);
+    const from = new Date(Date.now() - 60_000).toISOString();
+
+    const run = await ops(['outbox:replay', '--from', from, '--topic', lateTopic, '--dry-run', '--json']);
+
+    expect(run.status).toBe(1);
+    const verdict = JSON.parse(run.stdout);
+    expect(verdict).toMatchObject({ selected: 1, guard: { verdict: 'refused' } });
+    const mine = verdict.guard.consumers.find((c: { consumer: string }) => c.consumer === forgetful);
+    expect(mine).toMatchObject({ retentionSeconds: 3600, pastRetention: 1 });
+    expect(run.stderr).toContain(`consumer "${forgetful}"`);
   }, 120_000);
 
   it('replays a range inside every retention, and warns when --from reaches past the outbox retention', async () => {

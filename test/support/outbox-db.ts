@@ -53,7 +53,10 @@ export class OutboxDb {
         ids.push(await addToOutbox(manager, { topic, key, type: 'RelayProbe', version: 1, tenantId, payload: { key, n } }));
       }
       await manager.query(
-        `UPDATE outbox_messages SET published_at = now() - make_interval(secs => $2), attempts = 1 WHERE id = ANY($1::uuid[])`,
+        // Committed and published that long ago (a row is never published before it exists).
+        `UPDATE outbox_messages SET created_at = now() - make_interval(secs => $2), published_at = now() - make_interval(secs => $2),
+                attempts = 1
+         WHERE id = ANY($1::uuid[])`,
         [ids, publishedSecondsAgo],
       );
       return ids;

@@ -167,7 +167,7 @@ export class OutboxReplayService {
     const forgotten = (row: ReplayRow) =>
       guard?.verdict === 'ok' &&
       guard.smallestRetentionSeconds !== null &&
-      row.published_at.getTime() < Date.now() - dbClockOffset - guard.smallestRetentionSeconds * 1000;
+      row.created_at.getTime() < Date.now() - dbClockOffset - guard.smallestRetentionSeconds * 1000;
     try {
       for (;;) {
         if (signal.aborted) return 'interrupted';

@@ -1,16 +1,16 @@
 import { EntityManager } from 'typeorm';
 import { declaredRetentions } from '@app/inbox';
 import { ConsumerDatabase } from '../consumer-databases';
-import { countPublishedBefore, ReplaySelection } from './replay-selection';
+import { countCommittedBefore, ReplaySelection } from './replay-selection';
 
 export interface ConsumerCutoff {
   consumer: string;
   /** The consumer database its retention was read from. */
   database: string;
   retentionSeconds: number;
-  /** Message-ids published before this instant may be forgotten by this consumer. */
+  /** Message-ids received before this instant may be forgotten by this consumer. */
   cutoff: string;
-  /** Selected rows published before the cut-off: these would apply again. */
+  /** Selected rows committed before the cut-off (a copy may have been received then): these could apply again. */
   pastRetention: number;
 }
 
@@ -25,8 +25,9 @@ export interface GuardVerdict {
 
 /**
  * A consumer deduplicates only the message-ids its inbox still remembers (its declared retention,
- * `inbox_consumers`). A selected row published before now - retention of any consumer would apply
- * again there, so the replay is refused unless forced; so is a replay no consumer declared a retention for.
+ * `inbox_consumers`). A selected row committed before now - retention of any consumer may have been
+ * received before it too, whenever the relay marked it published, and would apply again there, so the
+ * replay is refused unless forced; so is a replay no consumer declared a retention for.
  */
 export async function checkGuard(
   orders: EntityManager,
@@ -38,7 +39,7 @@ export async function checkGuard(
   for (const database of consumerDatabases) {
     for (const { consumer, retentionSeconds } of await declaredRetentions(database.manager)) {
       const cutoff = new Date(selection.selectedAt.getTime() - retentionSeconds * 1000);
-      const pastRetention = await countPublishedBefore(orders, selection, cutoff);
+      const pastRetention = await countCommittedBefore(orders, selection, cutoff);
       consumers.push({ consumer, database: database.name, retentionSeconds, cutoff: cutoff.toISOString(), pastRetention });
     }
   }
@@ -62,7 +63,7 @@ function refusal(consumers: ConsumerCutoff[], databases: string[]): string | nul
   if (!past.length) return null;
   const clauses = past.map(
     (c) =>
-      `consumer "${c.consumer}" (inbox retention ${c.retentionSeconds} s) forgets message-ids published before ${c.cutoff}, and ${c.pastRetention} selected row(s) are older`,
+      `consumer "${c.consumer}" (inbox retention ${c.retentionSeconds} s) forgets message-ids received before ${c.cutoff}, and ${c.pastRetention} selected row(s) were committed before it`,
   );
   return `refusing to replay: ${clauses.join('; ')}: they would apply again. Narrow the range (--from), or pass --force if applying them again is intended`;
 }

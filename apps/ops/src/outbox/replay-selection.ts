@@ -66,11 +66,16 @@ export function tally(counts: SelectionCounts, topic: string, tenantId: string, 
   counts.byTenant[tenantId] = (counts.byTenant[tenantId] ?? 0) + n;
 }
 
-/** Selected rows published before `cutoff`: the ones a consumer with that cut-off no longer remembers. */
-export async function countPublishedBefore(manager: EntityManager, selection: ReplaySelection, cutoff: Date): Promise<number> {
+/**
+ * Selected rows committed before `cutoff`: the ones a consumer with that cut-off may no longer remember.
+ * Judged by `created_at`, not `published_at`: a copy can reach consumers long before its row is marked
+ * (a relay that sent it and died before the mark, an acknowledgement lost in an outage), but never
+ * before the row existed.
+ */
+export async function countCommittedBefore(manager: EntityManager, selection: ReplaySelection, cutoff: Date): Promise<number> {
   const { rows } = await queryRows<{ n: string }>(
     manager,
-    /* sql */ `SELECT count(*) AS n FROM outbox_messages o WHERE ${SELECTED} AND o.published_at < $10`,
+    /* sql */ `SELECT count(*) AS n FROM outbox_messages o WHERE ${SELECTED} AND o.created_at < $10`,
     [...parameters(selection), cutoff],
   );
   return Number(rows[0].n);
