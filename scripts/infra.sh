@@ -33,6 +33,9 @@ KAFKA_JAR="$LIBS/kafka_2.13-$KAFKA_VERSION.jar"
 
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+# The port clients are told to connect to (advertised.listeners): KAFKA_PORT, unless a proxy sits in
+# front of the broker (test/support/kafka-fault-proxy.ts).
+KAFKA_ADVERTISED_PORT="${KAFKA_ADVERTISED_PORT:-$KAFKA_PORT}"
 PGHOST="${PGHOST:-127.0.0.1}"
 PGPORT="${PGPORT:-5432}"
 PGUSER="${PGUSER:-postgres}"
@@ -231,7 +234,7 @@ node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
 # 127.0.0.1, not localhost: localhost may resolve to ::1 and the clients would miss it.
 listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_ADVERTISED_PORT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT

@@ -14,13 +14,16 @@ const infra = join(__dirname, '..', '..', 'scripts', 'infra.sh');
 export class TestBroker {
   private readonly dir = mkdtempSync(join(tmpdir(), 'e2e-kafka-'));
 
+  /** `advertisedPort`: where clients are told to connect, a proxy's port in front of `port` (KafkaFaultProxy). */
   constructor(
     readonly port: number,
     private readonly controllerPort = port + 1,
+    private readonly advertisedPort = port,
   ) {}
 
+  /** The bootstrap address clients use: the advertised one. */
   get brokers(): string {
-    return `127.0.0.1:${this.port}`;
+    return `127.0.0.1:${this.advertisedPort}`;
   }
 
   /** Starts the broker; `keepData` restarts it with the topics and offsets it had. */
@@ -45,6 +48,7 @@ export class TestBroker {
       KAFKA_STATE_DIR: this.dir,
       KAFKA_PORT: String(this.port),
       KAFKA_CONTROLLER_PORT: String(this.controllerPort),
+      KAFKA_ADVERTISED_PORT: String(this.advertisedPort),
       INFRA_USE_DOCKER: '0',
       ...extra,
     };

@@ -15,7 +15,8 @@ export interface ReadMessage {
 
 /**
  * Reads a topic from the beginning with a consumer group of its own, keeping the messages of one
- * tenant (by the `tenant-id` header) in the order each partition delivered them.
+ * tenant (by the `tenant-id` header; or of the tenants a predicate accepts) in the order each
+ * partition delivered them.
  */
 export class TopicReader {
   readonly messages: ReadMessage[] = [];
@@ -23,7 +24,7 @@ export class TopicReader {
 
   constructor(
     private readonly kafka: Kafka,
-    private readonly tenantId: string,
+    private readonly tenantId: string | ((tenantId: string) => boolean),
     private readonly topic: string = Topics.orderEvents,
   ) {}
 
@@ -35,7 +36,8 @@ export class TopicReader {
     await this.consumer.run({
       eachMessage: async ({ partition, message }) => {
         const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([name, value]) => [name, value?.toString() ?? '']));
-        if (headers[Headers.tenantId] !== this.tenantId) return;
+        const tenantId = headers[Headers.tenantId];
+        if (typeof this.tenantId === 'string' ? tenantId !== this.tenantId : !this.tenantId(tenantId)) return;
         this.messages.push({
           partition,
           offset: message.offset,

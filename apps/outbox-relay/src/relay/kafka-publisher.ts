@@ -10,6 +10,11 @@ import { OutboxRelayConfig } from '../config';
 export interface PublishOutcome {
   published: string[];
   rejected: { id: string; error: string }[];
+  /**
+   * The failure that ended a search for refused rows early (an outage): rows neither published nor
+   * rejected were not sent, or not acknowledged.
+   */
+  interrupted?: unknown;
 }
 
 /**
@@ -59,7 +64,8 @@ export class KafkaPublisher implements OnApplicationShutdown {
    * wrote as a duplicate instead of writing it twice. A partition whose batch fails again wrote nothing
    * (one partition per request now, so kafkajs's rollback is right) and is searched one row at a time.
    * After a refused row, nothing more of its key is sent: those rows stay unpublished, behind the parked
-   * one. Any other failure resets the producer and ends the search with what went out.
+   * one. Any other failure resets the producer and ends the search with what went out, and the failure
+   * as `interrupted` (it throws when nothing went out).
    */
   private async isolateRefused(rows: OutboxRow[]): Promise<PublishOutcome> {
     const outcome: PublishOutcome = { published: [], rejected: [] };
@@ -88,6 +94,7 @@ export class KafkaPublisher implements OnApplicationShutdown {
     } catch (error) {
       await this.reset(error);
       if (!outcome.published.length && !outcome.rejected.length) throw error;
+      outcome.interrupted = error;
     }
     return outcome;
   }

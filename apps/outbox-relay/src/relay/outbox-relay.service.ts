@@ -176,8 +176,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         const done = sending;
         sending = undefined;
         const outcome = await done?.outcome;
-        if (done && outcome!.rejected.length) {
-          // The claim ahead may hold later rows of a refused key: give it back unsent, park, look again.
+        if (done && (outcome!.rejected.length || outcome!.interrupted)) {
+          // The claim ahead may hold later rows of a refused key, or of a key whose rows an outage left
+          // unsent: give it back unsent, settle what Kafka answered, then look again (after a refusal)
+          // or back off (after an outage).
           if (open) await db.query('ROLLBACK');
           open = true;
           await db.query('BEGIN');
@@ -185,6 +187,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           expectCommitted(await db.query('COMMIT'));
           open = false;
           this.report(done, outcome!);
+          if (outcome!.interrupted) throw outcome!.interrupted;
           claimed = batchSize;
           continue;
         }

@@ -1,0 +1,103 @@
+import { createServer, Server, Socket, connect } from 'node:net';
+import { freePort } from './free-port';
+
+/** Kafka's API key of a Produce request. */
+export const PRODUCE = 0;
+
+/** One request a client sent, as the proxy saw it: its API key and its size in bytes. */
+export interface KafkaRequest {
+  apiKey: number;
+  size: number;
+}
+
+/**
+ * A TCP relay in front of a real Kafka broker that reads the clients' requests as they pass, so a test
+ * can fail chosen requests: "the third Produce after the one over 1 MiB, and the three Produce
+ * requests after it". The broker must advertise the proxy's port (TestBroker's `advertisedPort`), so
+ * that every connection a client opens after the bootstrap passes here too. Nothing is faked: every
+ * byte that passes goes to the real broker, and a failed request is one whose connection died under
+ * it, as when a broker or the network between dies.
+ */
+export class KafkaFaultProxy {
+  private server?: Server;
+  private readonly sockets = new Set<Socket>();
+  private fault?: { at: (request: KafkaRequest) => boolean; started: boolean; left: number; done: (happened: boolean) => void };
+
+  private constructor(
+    readonly port: number,
+    private readonly brokerPort: number,
+  ) {}
+
+  /** Listens on a free port for a broker that will listen on `brokerPort`. */
+  static async start(brokerPort: number): Promise<KafkaFaultProxy> {
+    const proxy = new KafkaFaultProxy(await freePort(), brokerPort);
+    const server = createServer((client) => proxy.wire(client));
+    await new Promise<void>((resolve) => server.listen(proxy.port, '127.0.0.1', resolve));
+    proxy.server = server;
+    return proxy;
+  }
+
+  /**
+   * Arms one fault: the first request `at` accepts, and after it the next `count - 1` Produce requests,
+   * are not forwarded; the connection each came on is dropped instead. Resolves true once all `count`
+   * were dropped, false if `disarm` came first. A client's retries of a dropped request count, so
+   * `count` decides whether one send outlives them.
+   */
+  failProduce(at: (request: KafkaRequest) => boolean, count: number): Promise<boolean> {
+    return new Promise((done) => (this.fault = { at, started: false, left: count, done }));
+  }
+
+  disarm(): void {
+    const fault = this.fault;
+    this.fault = undefined;
+    fault?.done(false);
+  }
+
+  async stop(): Promise<void> {
+    this.disarm();
+    const server = this.server;
+    this.server = undefined;
+    for (const socket of this.sockets) socket.destroy();
+    if (server) await new Promise((resolve) => server.close(resolve));
+  }
+
+  private wire(client: Socket): void {
+    const upstream = connect(this.brokerPort, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+      socket.on('error', () => undefined);
+    }
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+    upstream.pipe(client);
+    // Requests are forwarded whole, one frame at a time (a 4-byte size, then the API key).
+    let pending: Buffer = Buffer.alloc(0);
+    client.on('data', (chunk: Buffer) => {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      while (pending.length >= 6) {
+        const size = pending.readInt32BE(0);
+        if (pending.length < 4 + size) break;
+        const frame = pending.subarray(0, 4 + size);
+        pending = pending.subarray(4 + size);
+        if (this.fails({ apiKey: frame.readInt16BE(4), size })) {
+          client.destroy();
+          return;
+        }
+        upstream.write(frame);
+      }
+    });
+  }
+
+  private fails(request: KafkaRequest): boolean {
+    const fault = this.fault;
+    if (!fault) return false;
+    if (fault.started ? request.apiKey !== PRODUCE : !fault.at(request)) return false;
+    fault.started = true;
+    if (--fault.left === 0) {
+      this.fault = undefined;
+      fault.done(true);
+    }
+    return true;
+  }
+}
