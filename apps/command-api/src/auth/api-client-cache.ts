@@ -80,19 +80,24 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
   }
 
   private async listen(attempt: number): Promise<void> {
+    let session: DedicatedSession | undefined;
     try {
-      const session = await DedicatedSession.open(this.dataSource, {
+      session = await DedicatedSession.open(this.dataSource, {
         onNotification: () => this.forget(),
-        onLost: () => this.lost(session),
+        onLost: () => this.lost(session!),
       });
       // Shutdown began while it connected: nothing would close it, and the pool's end would wait for it.
       if (this.stopped) return await session.close();
       this.session = session;
       await session.manager.query(/* sql */ `LISTEN ${API_CLIENTS_CHANNEL}`);
-      if (session.lost) return;
+      if (session.lost) return; // lost() closed it and scheduled the reconnect
       this.forget(); // whatever changed while nobody listened
       this.listening = true;
     } catch (error) {
+      if (session?.lost) return; // as above: one reconnect per loss
+      // LISTEN failed on a live connection (a standby refuses it), or the connection died and its loss is
+      // not reported yet: closed here, the session will not report it, and this is the one reconnect.
+      if (session) this.drop(session);
       this.logger.warn({ err: error }, 'cannot listen for API client changes; authenticating from the database meanwhile');
       this.scheduleReconnect(attempt);
     }
@@ -102,10 +107,14 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
     if (this.session !== session) return;
     this.listening = false;
     this.forget();
-    void session.close().catch(() => undefined);
-    this.session = undefined;
+    this.drop(session);
     this.logger.warn('lost the connection listening for API client changes; authenticating from the database until it is back');
     this.scheduleReconnect(1);
+  }
+
+  private drop(session: DedicatedSession): void {
+    if (this.session === session) this.session = undefined;
+    void session.close().catch(() => undefined);
   }
 
   private scheduleReconnect(attempt: number): void {
