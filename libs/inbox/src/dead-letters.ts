@@ -3,8 +3,9 @@ import { Headers } from '@app/contracts';
 import { queryRows } from '@app/platform';
 import { remember } from './inbox';
 import { InboxMessage } from './inbox-message';
+import { diagnosticText, fromStoredContent, StoredContent, toStoredContent } from './stored-message';
 
-/** A message a consumer gave up on (`dead_letters`), with the original key, value and headers. */
+/** A message a consumer gave up on (`dead_letters`), with the original key, value and headers (NULs and all). */
 export interface DeadLetter {
   consumer: string;
   messageId: string;
@@ -38,7 +39,7 @@ interface DeadLetterRow {
   kafka_offset: string;
   message_key: string | null;
   event_type: string | null;
-  headers: Record<string, string>;
+  headers: StoredContent['headers'];
   payload: string | null;
   error: string;
   attempts: number;
@@ -52,6 +53,8 @@ const COLUMNS = /* sql */ `consumer, message_id, topic, kafka_partition, kafka_o
 /**
  * Records a message the consumer gave up on, in the caller's transaction: its inbox row
  * (`dead-lettered`, so a redelivery is a duplicate) and its `dead_letters` row for ops to list and re-drive.
+ * Whatever the message holds is storable (stored-message.ts): its key, value and headers as they came
+ * (escaped when they hold a NUL), the error and event type with any NUL as U+FFFD.
  */
 export async function recordDeadLetter(
   manager: EntityManager,
@@ -61,6 +64,7 @@ export async function recordDeadLetter(
   attempts: number,
 ): Promise<void> {
   await remember(manager, consumer, message, 'dead-lettered');
+  const stored = toStoredContent({ key: message.key, payload: message.value, headers: message.headers });
   await queryRows(
     manager,
     /* sql */ `
@@ -80,11 +84,11 @@ export async function recordDeadLetter(
       message.topic,
       message.partition,
       message.offset,
-      message.key,
-      message.eventType ?? null,
-      JSON.stringify(message.headers),
-      message.value,
-      error,
+      stored.key,
+      diagnosticText(message.eventType ?? null),
+      JSON.stringify(stored.headers),
+      stored.payload,
+      diagnosticText(error),
       attempts,
     ],
   );
@@ -153,16 +157,17 @@ export function carriesItsMessageId(letter: DeadLetter): boolean {
 }
 
 function toDeadLetter(row: DeadLetterRow): DeadLetter {
+  const { key, payload, headers } = fromStoredContent({ key: row.message_key, payload: row.payload, headers: row.headers });
   return {
     consumer: row.consumer,
     messageId: row.message_id,
     topic: row.topic,
     partition: row.kafka_partition,
     offset: String(row.kafka_offset),
-    key: row.message_key,
+    key,
     eventType: row.event_type,
-    headers: row.headers,
-    payload: row.payload,
+    headers,
+    payload,
     error: row.error,
     attempts: row.attempts,
     deadLetteredAt: row.dead_lettered_at,

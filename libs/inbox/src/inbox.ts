@@ -2,6 +2,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { BatchedDelete, deleteInBatches, inTransaction, Queryable, queryRows } from '@app/platform';
 import { fromHandler } from './failure-kind';
 import { InboxMessage } from './inbox-message';
+import { diagnosticText } from './stored-message';
 
 /** `applied`: the handler changed state; `skipped`: understood but not for this consumer (unknown type, newer version). */
 export type HandlerOutcome = 'applied' | 'skipped';
@@ -51,7 +52,8 @@ export function processOnce(
 
 /**
  * Inserts the inbox rows of a batch in one statement; for each message, whether its row is new. Only
- * the first of two messages with one message-id in the batch can be: the second is a duplicate.
+ * the first of two messages with one message-id in the batch can be: the second is a duplicate. The
+ * event type is only read by people: a NUL in it (which text cannot hold) is stored as U+FFFD.
  */
 async function rememberAll(db: Queryable, consumer: string, messages: InboxMessage[]): Promise<boolean[]> {
   const first = new Map<string, number>();
@@ -73,7 +75,7 @@ async function rememberAll(db: Queryable, consumer: string, messages: InboxMessa
       candidates.map((m) => m.topic),
       candidates.map((m) => m.partition),
       candidates.map((m) => m.offset),
-      candidates.map((m) => m.eventType ?? null),
+      candidates.map((m) => diagnosticText(m.eventType ?? null)),
     ],
   );
   const inserted = new Set(rows.map((row) => row.message_id));
@@ -94,7 +96,7 @@ export async function remember(
     VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (consumer, message_id) DO NOTHING
     RETURNING message_id`,
-    [consumer, message.messageId, message.topic, message.partition, message.offset, message.eventType ?? null, outcome],
+    [consumer, message.messageId, message.topic, message.partition, message.offset, diagnosticText(message.eventType ?? null), outcome],
   );
   return rows.length === 1;
 }
