@@ -6,3 +6,4 @@ export * from './topics';
 export * from './webhooks';
 export * from './order-event-schemas';
 export * from './text';
+export * from './timestamps';

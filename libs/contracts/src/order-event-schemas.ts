@@ -2,12 +2,12 @@ import { z } from 'zod';
 import { canonicalUuid } from './ids';
 import { ORDER_EVENT_VERSION, OrderCancelledV1, OrderEventType, OrderEventTypes, OrderPlacedV1 } from './order-events';
 import { isAcceptableText, TEXT_RULE } from './text';
+import { timestampSchema } from './timestamps';
 
 const uuid = z
   .string()
   .transform((value, ctx) => canonicalUuid(value) ?? (ctx.addIssue({ code: 'custom', message: 'must be a UUID' }), z.NEVER));
 const text = z.string().refine(isAcceptableText, TEXT_RULE);
-const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 timestamp');
 
 /**
  * The payloads of the order events (version 1), as a reader checks them: the Kafka consumers and the
@@ -19,14 +19,14 @@ export const orderPlacedV1Schema = z.object({
   sku: text,
   quantity: z.number().int().positive(),
   customerRef: text.nullable(),
-  placedAt: timestamp,
+  placedAt: timestampSchema,
 }) satisfies z.ZodType<OrderPlacedV1>;
 
 export const orderCancelledV1Schema = z.object({
   orderId: uuid,
   tenantId: text.min(1),
   reason: text,
-  cancelledAt: timestamp,
+  cancelledAt: timestampSchema,
 }) satisfies z.ZodType<OrderCancelledV1>;
 
 export const orderEventSchemas = {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { Headers, orderEventSchemas, WebhookTypes } from '@app/contracts';
+import { canonicalTimestamp, Headers, orderEventSchemas, WebhookTypes } from '@app/contracts';
 import { ConsumedEvent, ConsumerOutcome, EventHandler } from '@app/inbox';
 import { Queryable, queryRows } from '@app/platform';
 import { NotifierConfig } from '../config';
@@ -12,7 +12,8 @@ import { WebhookDispatcher } from './webhook-dispatcher.service';
  * commits with the inbox row or not at all, and then the offsets commit: no call leaves the process
  * here, so a slow or dead receiver cannot hold the partition. The dispatcher (webhook-dispatcher.ts)
  * delivers it, woken as soon as a delivery is recorded. Other event types, and versions newer than this
- * consumer reads, are `skipped` by the kit.
+ * consumer reads, are `skipped` by the kit. The body's `timestamp` is the `occurred-at` header in UTC
+ * when it is an RFC 3339 timestamp (TIMESTAMP_RULE), else the event's own time: the receiver holds it to that rule.
  */
 @Injectable()
 export class DeliveryRecorder implements EventHandler<typeof orderEventSchemas> {
@@ -33,7 +34,8 @@ export class DeliveryRecorder implements EventHandler<typeof orderEventSchemas> 
       eventType: type,
       body: JSON.stringify({
         type: WebhookTypes[type],
-        timestamp: message.headers[Headers.occurredAt] ?? ('placedAt' in event ? event.placedAt : event.cancelledAt),
+        // The header is whatever the producer wrote; the event's own time passed its schema's timestamp rule.
+        timestamp: canonicalTimestamp(message.headers[Headers.occurredAt]) ?? ('placedAt' in event ? event.placedAt : event.cancelledAt),
         data: event,
       }),
     }));

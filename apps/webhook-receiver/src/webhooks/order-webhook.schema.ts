@@ -1,22 +1,21 @@
 import { z } from 'zod';
-import { orderCancelledV1Schema, orderPlacedV1Schema, OrderWebhook } from '@app/contracts';
-
-const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 timestamp');
+import { orderCancelledV1Schema, orderPlacedV1Schema, OrderWebhook, timestampSchema } from '@app/contracts';
 
 /**
  * The body of an order webhook (libs/contracts webhooks.ts), its `data` the event's payload as the
- * contracts define it (text without NUL or lone surrogates: they cannot be stored). Fields this
+ * contracts define it (text without NUL or lone surrogates: they cannot be stored; timestamps in RFC 3339,
+ * TIMESTAMP_RULE, not whatever Date.parse forgives). Fields this
  * receiver does not know are dropped rather than refused, so the sender can add fields.
  */
 export const orderWebhookSchema = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('order.placed'),
-    timestamp,
+    timestamp: timestampSchema,
     data: orderPlacedV1Schema,
   }),
   z.object({
     type: z.literal('order.cancelled'),
-    timestamp,
+    timestamp: timestampSchema,
     data: orderCancelledV1Schema,
   }),
 ]) satisfies z.ZodType<OrderWebhook>;
