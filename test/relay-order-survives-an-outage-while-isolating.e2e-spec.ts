@@ -166,7 +166,7 @@ describe('an outage while the relay isolates a refused row', () => {
   it(
     'keeps every key in order and the refused key behind its parked row, whichever requests fail',
     async () => {
-      await fc.assert(fc.asyncProperty(plans, check), searchSettings({ fast: 16, long: 80 }));
+      await fc.assert(fc.asyncProperty(plans, check), searchSettings({ fast: 12, long: 80 }));
     },
     LONG_RUN ? 60 * 60_000 : 300_000,
   );
