@@ -77,8 +77,12 @@ describe('a batch of order events in one transaction', () => {
     expect(await db.inbox(batch[6].messageId!)).toEqual([{ consumer: 'fulfillment', outcome: 'skipped' }]);
     expect(await db.inbox(placedA.messageId!)).toEqual([{ consumer: 'fulfillment', outcome: 'applied' }]);
 
-    // Redelivered whole (a crash before the offset commit): nothing changes.
-    expect(await processOnce(dataSource, 'fulfillment', batch, handleOrderEvents)).toEqual(batch.map(() => 'duplicate'));
+    // Redelivered whole (a crash before the offset commit): nothing changes. What it skipped it looks at
+    // again (it may understand it by now: a-skipped-event-is-applied-once-understood), and skips again.
+    expect(await processOnce(dataSource, 'fulfillment', batch, handleOrderEvents)).toEqual(
+      batch.map((m) => (m.eventType === 'OrderShipped' ? 'skipped' : 'duplicate')),
+    );
+    expect(await db.inbox(batch[6].messageId!)).toEqual([{ consumer: 'fulfillment', outcome: 'skipped' }]);
     const byOrder = (rows: typeof shipments) => [...rows].sort((x, y) => x.order_id.localeCompare(y.order_id));
     expect(byOrder(await db.shipments(tenantId))).toEqual(byOrder(shipments));
   });

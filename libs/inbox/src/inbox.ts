@@ -22,10 +22,10 @@ export type InboxHandler = (db: Queryable, messages: InboxMessage[]) => Promise<
 
 /**
  * Runs `handler` once per (consumer, message-id), for a batch, in ONE transaction of the consumer's
- * own database: the inbox rows are inserted ON CONFLICT DO NOTHING (one statement) and the handler
- * gets only the messages whose row is new. The inbox rows and the effects commit together, or neither
- * does; a message-id seen before (a relay republish, a replay, a redelivery after a crash), or twice
- * in the batch, comes back `duplicate`. Commit the Kafka offsets only after this resolves.
+ * own database: the inbox rows are inserted in one statement and the handler gets only the messages
+ * whose row is new, or was `skipped` (rememberAll). The inbox rows and the effects commit together, or
+ * neither does; a message-id handled before (a relay republish, a replay, a redelivery after a crash),
+ * or twice in the batch, comes back `duplicate`. Commit the Kafka offsets only after this resolves.
  */
 export function processOnce(
   dataSource: DataSource,
@@ -51,9 +51,11 @@ export function processOnce(
 }
 
 /**
- * Inserts the inbox rows of a batch in one statement; for each message, whether its row is new. Only
- * the first of two messages with one message-id in the batch can be: the second is a duplicate. The
- * event type is only read by people: a NUL in it (which text cannot hold) is stored as U+FFFD.
+ * Inserts the inbox rows of a batch in one statement; for each message, whether it is to be handled:
+ * its row is new, or its row says `skipped` (a consumer that did not understand it then, and may now:
+ * a replay after an upgrade; handled again, it is skipped again or applied, and remembered from now).
+ * Only the first of two messages with one message-id in the batch can be: the second is a duplicate.
+ * The event type is only read by people: a NUL in it (which text cannot hold) is stored as U+FFFD.
  */
 async function rememberAll(db: Queryable, consumer: string, messages: InboxMessage[]): Promise<boolean[]> {
   const first = new Map<string, number>();
@@ -67,7 +69,10 @@ async function rememberAll(db: Queryable, consumer: string, messages: InboxMessa
     INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
     SELECT $1, m.message_id, m.topic, m.kafka_partition, m.kafka_offset, m.event_type, 'applied'
     FROM unnest($2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::text[]) AS m(message_id, topic, kafka_partition, kafka_offset, event_type)
-    ON CONFLICT (consumer, message_id) DO NOTHING
+    ON CONFLICT (consumer, message_id) DO UPDATE
+    SET topic = EXCLUDED.topic, kafka_partition = EXCLUDED.kafka_partition, kafka_offset = EXCLUDED.kafka_offset,
+        event_type = EXCLUDED.event_type, outcome = 'applied', received_at = now()
+    WHERE inbox_messages.outcome = 'skipped'
     RETURNING message_id`,
     [
       consumer,
