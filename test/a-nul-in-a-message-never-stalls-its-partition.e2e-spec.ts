@@ -7,7 +7,7 @@ import { RunningApp } from './support/apps';
 import { eventually } from './support/eventually';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
-import { ensureServiceTopics, testKafka } from './support/kafka';
+import { ensureServiceTopics, orderEventMessage, testKafka } from './support/kafka';
 import { json, ops } from './support/ops-cli';
 import { LONG_RUN, searchSettings } from './support/search';
 
@@ -122,19 +122,7 @@ describe('a NUL in a message never stalls its partition', () => {
       acks: -1,
       messages: [
         { partition, key: poison.key, value: poison.value, headers: poison.headers },
-        {
-          partition,
-          key: behind.key,
-          value: JSON.stringify(behind.payload),
-          headers: {
-            [Headers.messageId]: behind.messageId,
-            [Headers.eventType]: behind.type,
-            [Headers.eventVersion]: '1',
-            [Headers.tenantId]: tenantId,
-            [Headers.aggregateId]: behind.key,
-            [Headers.occurredAt]: new Date().toISOString(),
-          },
-        },
+        { partition, ...orderEventMessage(behind) },
       ],
     });
     return { poison: { ...poison, places: shape.places, partition, offset: meta.baseOffset! }, behind };

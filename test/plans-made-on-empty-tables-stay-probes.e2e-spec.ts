@@ -224,7 +224,7 @@ describe('plans made while the tables were empty', () => {
       return;
     }
     await commands(200); // every statement planned on the empty tables
-    await commands(3_000); // the tables grow (16 times the rows they were planned on); nothing analyzes them
+    await commands(2_000); // the tables grow (11 times the rows they were planned on); nothing analyzes them
     // A cancellation marker is left only by a cancel that overtook its order's placement, which a healthy
     // chain rarely sees: the markers a long-lived deployment gathers, written here.
     const fulfillment = new Client({ connectionString: stack.dbs.fulfillmentUrl });
@@ -256,7 +256,7 @@ describe('plans made while the tables were empty', () => {
     if (unavailable) return;
     await analyzeAll();
     const small = await counted(() => commands(MEASURED, 200, { outage: true }));
-    await commands(8_000); // 4,400 commands before, 13,000 after
+    await commands(8_000); // 3,400 commands before, 12,000 after
     await analyzeAll();
     // On the larger tables also each statement's plan as it ran (auto_explain).
     let plans: { query: string; plan: PlanNode }[] = [];

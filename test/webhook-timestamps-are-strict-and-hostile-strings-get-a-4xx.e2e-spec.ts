@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Producer } from 'kafkajs';
-import { Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
+import { OrderEventTypes, OrderPlacedV1 } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
 import { eventually } from './support/eventually';
 import { HttpResult } from './support/http';
-import { readyForNotifiers, testKafka } from './support/kafka';
+import { produceOrderEvent, readyForNotifiers, testKafka } from './support/kafka';
 import { searchSettings } from './support/search';
 import { newSecret, orderPlacedDelivery, postWebhook, ReceiverDb, signedHeaders } from './support/signed-webhooks';
 
@@ -187,24 +187,7 @@ describe('the notifier sends only a timestamp it can vouch for', () => {
       customerRef: null,
       placedAt: '2026-12-04T10:00:00.000Z',
     };
-    await producer.send({
-      topic: Topics.orderEvents,
-      acks: -1,
-      messages: [
-        {
-          key: payload.orderId,
-          value: JSON.stringify(payload),
-          headers: {
-            [Headers.messageId]: randomUUID(),
-            [Headers.eventType]: OrderEventTypes.placed,
-            [Headers.eventVersion]: '1',
-            [Headers.tenantId]: tenantId,
-            [Headers.aggregateId]: payload.orderId,
-            [Headers.occurredAt]: occurredAt,
-          },
-        },
-      ],
-    });
+    await produceOrderEvent(producer, { type: OrderEventTypes.placed, tenantId, key: payload.orderId, payload, occurredAt });
     return payload;
   }
 

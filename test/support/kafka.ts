@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, Producer } from 'kafkajs';
+import { Kafka, Message, Producer } from 'kafkajs';
 import { Headers, Topics } from '@app/contracts';
 import { createKafka, ensureTopics } from '@app/platform';
 import { testEnv } from './test-env';
@@ -27,29 +27,30 @@ export interface OrderEventInput {
   payload: unknown;
   /** Sent as the value as it is, for malformed payloads. */
   rawValue?: string;
+  /** The `occurred-at` header (now by default). */
+  occurredAt?: string;
+}
+
+/** An order event as the relay would publish it, with the relay's headers, for `producer.send`. */
+export function orderEventMessage(event: OrderEventInput & { messageId: string }): Message {
+  return {
+    key: event.key,
+    value: event.rawValue ?? JSON.stringify(event.payload),
+    headers: {
+      [Headers.messageId]: event.messageId,
+      [Headers.eventType]: event.type,
+      [Headers.eventVersion]: String(event.version ?? 1),
+      [Headers.tenantId]: event.tenantId,
+      [Headers.aggregateId]: event.key,
+      [Headers.occurredAt]: event.occurredAt ?? new Date().toISOString(),
+    },
+  };
 }
 
 /** Produces an order event as the relay would, with the relay's headers. Returns its message-id. */
 export async function produceOrderEvent(producer: Producer, event: OrderEventInput): Promise<string> {
   const messageId = event.messageId ?? randomUUID();
-  await producer.send({
-    topic: Topics.orderEvents,
-    acks: -1,
-    messages: [
-      {
-        key: event.key,
-        value: event.rawValue ?? JSON.stringify(event.payload),
-        headers: {
-          [Headers.messageId]: messageId,
-          [Headers.eventType]: event.type,
-          [Headers.eventVersion]: String(event.version ?? 1),
-          [Headers.tenantId]: event.tenantId,
-          [Headers.aggregateId]: event.key,
-          [Headers.occurredAt]: new Date().toISOString(),
-        },
-      },
-    ],
-  });
+  await producer.send({ topic: Topics.orderEvents, acks: -1, messages: [orderEventMessage({ ...event, messageId })] });
   return messageId;
 }
 
