@@ -3,7 +3,7 @@ import { Producer } from 'kafkajs';
 import { Topics } from '@app/contracts';
 import { RunningApp } from './support/apps';
 import { FulfillmentDb } from './support/fulfillment-db';
-import { appMetric, orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
+import { appMetric, orderPlaced, POISON_QUANTITY, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { ensureServiceTopics, produceOrderEvent, testKafka } from './support/kafka';
 import { eventually } from './support/eventually';
 
@@ -31,16 +31,19 @@ describe('an event a consumer skipped', () => {
     await db.pool.end();
   });
 
+  /** The inbox row a consumer that did not know OrderPlaced yet left for `messageId`, an hour ago. */
+  const skippedEarlier = (messageId: string) =>
+    db.pool.query(
+      `INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome, received_at)
+       VALUES ('fulfillment', $1, $2, 0, 0, 'OrderPlaced', 'skipped', now() - interval '1 hour')`,
+      [messageId, Topics.orderEvents],
+    );
   const counted = (outcome: string) => appMetric(fulfillment, 'fulfillment_messages_total', `outcome="${outcome}"`);
 
   it('is applied when it comes back once understood, once: a later copy is a duplicate', async () => {
     const tenantId = `t-skipped-${randomUUID().slice(0, 8)}`;
     const event = orderPlaced(tenantId);
-    await db.pool.query(
-      `INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome, received_at)
-       VALUES ('fulfillment', $1, $2, 0, 0, 'OrderPlaced', 'skipped', now() - interval '1 hour')`,
-      [event.messageId, Topics.orderEvents],
-    );
+    await skippedEarlier(event.messageId);
 
     await produceOrderEvent(producer, event);
     const [shipment] = await db.until(
@@ -64,6 +67,21 @@ describe('an event a consumer skipped', () => {
       { what: 'the second copy counted a duplicate' },
     );
     expect(await db.shipments(tenantId)).toHaveLength(1);
+  });
+
+  it('is dead-lettered, and re-drivable, when it comes back understood and fails every time', async () => {
+    const tenantId = `t-skipped-${randomUUID().slice(0, 8)}`;
+    const event = orderPlaced(tenantId, { quantity: POISON_QUANTITY });
+    await skippedEarlier(event.messageId);
+
+    await produceOrderEvent(producer, event);
+    const [letter] = await db.until(
+      () => db.deadLetters(event.messageId),
+      (rows) => rows.length === 1,
+    );
+    expect(letter.consumer).toBe('fulfillment');
+    // dlq:redrive forgets only a dead-lettered inbox row: a row left `skipped` would keep it from the consumer.
+    expect(await db.inbox(event.messageId)).toEqual([{ consumer: 'fulfillment', outcome: 'dead-lettered' }]);
   });
 
   it('stays skipped, changing nothing, while the consumer still does not understand it', async () => {

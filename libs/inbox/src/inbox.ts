@@ -51,9 +51,19 @@ export function processOnce(
 }
 
 /**
+ * The conflict rule of every inbox insert: a message-id the consumer has a row for is a duplicate,
+ * unless that row says `skipped`. A consumer that did not understand the message then may now (a replay
+ * after an upgrade): the row is taken over, with the new outcome, and remembered from now.
+ */
+const UNLESS_HANDLED = /* sql */ `
+    ON CONFLICT (consumer, message_id) DO UPDATE
+    SET topic = EXCLUDED.topic, kafka_partition = EXCLUDED.kafka_partition, kafka_offset = EXCLUDED.kafka_offset,
+        event_type = EXCLUDED.event_type, outcome = EXCLUDED.outcome, received_at = now()
+    WHERE inbox_messages.outcome = 'skipped'`;
+
+/**
  * Inserts the inbox rows of a batch in one statement; for each message, whether it is to be handled:
- * its row is new, or its row says `skipped` (a consumer that did not understand it then, and may now:
- * a replay after an upgrade; handled again, it is skipped again or applied, and remembered from now).
+ * its row is new, or says `skipped` (UNLESS_HANDLED; handled again, it is skipped again or applied).
  * Only the first of two messages with one message-id in the batch can be: the second is a duplicate.
  * The event type is only read by people: a NUL in it (which text cannot hold) is stored as U+FFFD.
  */
@@ -69,10 +79,7 @@ async function rememberAll(db: Queryable, consumer: string, messages: InboxMessa
     INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
     SELECT $1, m.message_id, m.topic, m.kafka_partition, m.kafka_offset, m.event_type, 'applied'
     FROM unnest($2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::text[]) AS m(message_id, topic, kafka_partition, kafka_offset, event_type)
-    ON CONFLICT (consumer, message_id) DO UPDATE
-    SET topic = EXCLUDED.topic, kafka_partition = EXCLUDED.kafka_partition, kafka_offset = EXCLUDED.kafka_offset,
-        event_type = EXCLUDED.event_type, outcome = 'applied', received_at = now()
-    WHERE inbox_messages.outcome = 'skipped'
+    ${UNLESS_HANDLED}
     RETURNING message_id`,
     [
       consumer,
@@ -87,7 +94,7 @@ async function rememberAll(db: Queryable, consumer: string, messages: InboxMessa
   return messages.map((message, i) => first.get(message.messageId!) === i && inserted.has(message.messageId!));
 }
 
-/** Inserts one inbox row; false when this consumer already has one for the message-id. */
+/** Inserts one inbox row; false when this consumer already handled the message-id (UNLESS_HANDLED). */
 export async function remember(
   db: Queryable,
   consumer: string,
@@ -99,7 +106,7 @@ export async function remember(
     /* sql */ `
     INSERT INTO inbox_messages (consumer, message_id, topic, kafka_partition, kafka_offset, event_type, outcome)
     VALUES ($1, $2, $3, $4, $5, $6, $7)
-    ON CONFLICT (consumer, message_id) DO NOTHING
+    ${UNLESS_HANDLED}
     RETURNING message_id`,
     [consumer, message.messageId, message.topic, message.partition, message.offset, diagnosticText(message.eventType ?? null), outcome],
   );
