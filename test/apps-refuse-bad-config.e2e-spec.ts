@@ -14,6 +14,8 @@ describe('a bad configuration stops boot with one line naming the variable', () 
     ['apps/command-api/src/main.ts', 'COMMAND_API_PORT', 'http'],
     ['apps/command-api/src/main.ts', 'IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL', '-1'],
     ['apps/outbox-relay/src/main.ts', 'KAFKA_BROKERS', 'nowhere'],
+    // Shorter than a claim round trip may take on a busy server: the relay would give back every claim ahead.
+    ['apps/outbox-relay/src/main.ts', 'DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS', '500'],
     ['apps/fulfillment/src/main.ts', 'FULFILLMENT_DATABASE_URL', 'mysql://localhost/fulfillment'],
     ['apps/ops/src/main.ts', 'ORDERS_DATABASE_URL', 'not a url'],
     ['apps/notifier/src/main.ts', 'HTTP_REQUEST_TIMEOUT_SECONDS', '0'],

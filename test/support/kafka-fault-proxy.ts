@@ -12,8 +12,8 @@ export interface KafkaRequest {
 
 /**
  * A TCP relay in front of a real Kafka broker that reads the clients' requests as they pass, so a test
- * can fail chosen requests: "the third Produce after the one over 1 MiB, and the three Produce
- * requests after it". The broker must advertise the proxy's port (TestBroker's `advertisedPort`), so
+ * can fail chosen requests ("the third Produce after the one over 1 MiB, and the three Produce
+ * requests after it") or hold one back a while (a stalled broker). The broker must advertise the proxy's port (TestBroker's `advertisedPort`), so
  * that every connection a client opens after the bootstrap passes here too. Nothing is faked: every
  * byte that passes goes to the real broker, and a failed request is one whose connection died under
  * it, as when a broker or the network between dies.
@@ -22,6 +22,7 @@ export class KafkaFaultProxy {
   private server?: Server;
   private readonly sockets = new Set<Socket>();
   private fault?: { at: (request: KafkaRequest) => boolean; started: boolean; left: number; done: (happened: boolean) => void };
+  private delay?: { at: (request: KafkaRequest) => boolean; ms: number; done: () => void };
 
   private constructor(
     readonly port: number,
@@ -47,10 +48,20 @@ export class KafkaFaultProxy {
     return new Promise((done) => (this.fault = { at, started: false, left: count, done }));
   }
 
+  /**
+   * Arms one delay: the first request `at` accepts is held for `ms` before it goes to the broker, and
+   * everything its client sends on that connection after it waits behind it (a broker that stalls, not
+   * one that dies: the connection lives, the answer comes late). Resolves once it went on.
+   */
+  delayRequest(at: (request: KafkaRequest) => boolean, ms: number): Promise<void> {
+    return new Promise((done) => (this.delay = { at, ms, done }));
+  }
+
   disarm(): void {
     const fault = this.fault;
     this.fault = undefined;
     fault?.done(false);
+    this.delay = undefined;
   }
 
   async stop(): Promise<void> {
@@ -71,22 +82,48 @@ export class KafkaFaultProxy {
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
     upstream.pipe(client);
-    // Requests are forwarded whole, one frame at a time (a 4-byte size, then the API key).
+    // Requests are forwarded whole, one frame at a time (a 4-byte size, then the API key); a held frame
+    // holds back the ones after it.
     let pending: Buffer = Buffer.alloc(0);
-    client.on('data', (chunk: Buffer) => {
-      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-      while (pending.length >= 6) {
+    let holding = false;
+    const forward = (): void => {
+      while (!holding && pending.length >= 6) {
         const size = pending.readInt32BE(0);
         if (pending.length < 4 + size) break;
         const frame = pending.subarray(0, 4 + size);
         pending = pending.subarray(4 + size);
-        if (this.fails({ apiKey: frame.readInt16BE(4), size })) {
+        const request = { apiKey: frame.readInt16BE(4), size };
+        if (this.fails(request)) {
           client.destroy();
           return;
         }
-        upstream.write(frame);
+        const delay = this.delays(request);
+        if (!delay) {
+          upstream.write(frame);
+          continue;
+        }
+        holding = true;
+        client.pause();
+        setTimeout(() => {
+          holding = false;
+          if (!upstream.destroyed) upstream.write(frame);
+          delay.done();
+          client.resume();
+          forward();
+        }, delay.ms);
       }
+    };
+    client.on('data', (chunk: Buffer) => {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      forward();
     });
+  }
+
+  private delays(request: KafkaRequest): { ms: number; done: () => void } | undefined {
+    const delay = this.delay;
+    if (!delay?.at(request)) return undefined;
+    this.delay = undefined;
+    return delay;
   }
 
   private fails(request: KafkaRequest): boolean {

@@ -17,6 +17,7 @@ import { RelayModule } from './relay/relay.module';
           applicationName: 'outbox-relay',
           poolSize: config.get('DATABASE_POOL_SIZE', { infer: true }),
           statementTimeoutMs: 30_000,
+          idleInTransactionTimeoutMs: config.get('DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS', { infer: true }),
           // The relay's loop writes BEGIN, the floor's look and the claim at once, and the mark with COMMIT.
           pipeline: true,
         }),

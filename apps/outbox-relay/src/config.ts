@@ -15,6 +15,12 @@ export const outboxRelayConfig = z
     MANAGEMENT_PORT: envFields.port(3101),
     ORDERS_DATABASE_URL: envFields.postgresUrl('postgres://postgres@127.0.0.1:5432/orders'),
     DATABASE_POOL_SIZE: envFields.poolSize,
+    /**
+     * PostgreSQL ends a session of the relay that sits this long inside a transaction with nothing sent
+     * (a crashed or stuck relay must not hold row locks forever). The relay itself gives back a batch it
+     * claimed ahead once Kafka has been slow for a third of this, so a slow broker never costs it its session.
+     */
+    DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(1_000, 3_600_000).default(60_000),
     KAFKA_BROKERS: envFields.kafkaBrokers,
     /** Partitions of each topic the relay creates at start (existing topics are left as they are). */
     KAFKA_TOPIC_PARTITIONS: int(1, 1000).default(6),

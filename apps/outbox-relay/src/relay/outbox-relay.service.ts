@@ -48,7 +48,15 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly backoff: Backoff;
   /** Where claims start in the unpublished index; from the bottom again at every heartbeat (claim-floor.ts). */
   private readonly floor = new ClaimFloor();
-  private readonly settings: { shardCount: number; batchSize: number; pollMs: number; retentionSeconds: number; cleanupMs: number };
+  private readonly settings: {
+    shardCount: number;
+    batchSize: number;
+    pollMs: number;
+    retentionSeconds: number;
+    cleanupMs: number;
+    /** How long a batch claimed ahead is held while Kafka has not answered the one in flight. */
+    claimHoldMs: number;
+  };
   /**
    * The relay's own connection: its shard locks, its LISTEN and its batches live and die together.
    * After any database error it is closed (never pooled), so PostgreSQL frees every lock it held.
@@ -77,6 +85,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       pollMs: get('RELAY_POLL_INTERVAL_MS'),
       retentionSeconds: get('OUTBOX_RETENTION_SECONDS'),
       cleanupMs: get('OUTBOX_CLEANUP_INTERVAL_SECONDS') * 1000,
+      // Well inside the session's idle-in-transaction bound, whatever the time a ROLLBACK takes to arrive.
+      claimHoldMs: Math.floor(get('DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS') / 3),
     };
     this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, get('RELAY_HEARTBEAT_MS'));
     this.backoff = new Backoff({ minMs: get('RELAY_BACKOFF_MIN_MS'), maxMs: get('RELAY_BACKOFF_MAX_MS') });
@@ -171,10 +181,17 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         // answered by it; one that comes later sets `woken` again.
         if (ahead) this.woken = false;
         open = ahead;
-        const rows = ahead ? await this.claim(db, shards, sending?.ids) : [];
+        let rows = ahead ? await this.claim(db, shards, sending?.ids) : [];
         if (ahead || !sending) claimed = rows.length;
         const done = sending;
         sending = undefined;
+        if (done && open && !(await this.answeredWithin(done.outcome, this.settings.claimHoldMs))) {
+          // Kafka is slow: give the claim ahead back rather than sit idle in a transaction until
+          // PostgreSQL ends the session (and the shards and the marks of the batch in flight with it).
+          await db.query('ROLLBACK');
+          open = false;
+          rows = [];
+        }
         const outcome = await done?.outcome;
         if (done && (outcome!.rejected.length || outcome!.interrupted)) {
           // The claim ahead may hold later rows of a refused key, or of a key whose rows an outage left
@@ -201,6 +218,21 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       if (open) await db.query('ROLLBACK').catch(() => undefined);
       await sending?.outcome.catch(() => undefined);
       throw error;
+    }
+  }
+
+  /** Whether `outcome` settles (either way) within `ms`. */
+  private async answeredWithin(outcome: Promise<unknown>, ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
+    const answered = outcome.then(
+      () => true as const,
+      () => true as const,
+    );
+    try {
+      return await Promise.race([answered, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

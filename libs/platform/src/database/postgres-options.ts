@@ -13,6 +13,8 @@ export interface PostgresOptionsInput {
   lockTimeoutMs?: number;
   /** Session `statement_timeout` (0 = no bound). */
   statementTimeoutMs?: number;
+  /** Session `idle_in_transaction_session_timeout`: 60 s unless given. */
+  idleInTransactionTimeoutMs?: number;
   /**
    * pg's pipeline mode on every connection: statements sent without awaiting the previous one are
    * written at once and answered in order. `inTransaction` then writes BEGIN and COMMIT together with
@@ -81,7 +83,7 @@ export function postgresOptions(input: PostgresOptionsInput): DataSourceOptions 
       lock_timeout: input.lockTimeoutMs ?? 0,
       statement_timeout: input.statementTimeoutMs ?? 0,
       // A transaction left open by a crashed handler must not hold its locks forever.
-      idle_in_transaction_session_timeout: 60_000,
+      idle_in_transaction_session_timeout: input.idleInTransactionTimeoutMs ?? 60_000,
       pipeline: input.pipeline ?? false,
     },
   };
