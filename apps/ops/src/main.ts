@@ -18,7 +18,8 @@ function fail(error: Error): never {
 /**
  * What nest-commander leaves undone: its `cliName` never reaches commander, which names the program
  * after this file ("Usage: main"), and its error handler is set on the program only, so a command's
- * own usage errors (an unknown option) would exit 1 straight from commander instead of 2.
+ * own usage errors (an unknown option) would exit 1 straight from commander instead of 2. And commander
+ * drops arguments a command does not declare: `clients:revoke A B` would revoke A alone and succeed.
  */
 @Injectable()
 class CommanderSetup implements OnApplicationBootstrap {
@@ -26,7 +27,7 @@ class CommanderSetup implements OnApplicationBootstrap {
 
   onApplicationBootstrap(): void {
     this.program.name('npm run ops --');
-    for (const command of this.program.commands) command.exitOverride(fail);
+    for (const command of this.program.commands) command.exitOverride(fail).allowExcessArguments(false);
   }
 }
 

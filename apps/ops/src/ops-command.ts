@@ -30,11 +30,6 @@ export abstract class OpsCommand<O extends OutputOptions = OutputOptions> extend
     throw new CliError(message, ExitCode.usage);
   }
 
-  /** For commands that take options only. */
-  protected noArguments(args: string[]): void {
-    if (args.length) this.usage(`${this.command.name()} takes no arguments (got "${args.join(' ')}")`);
-  }
-
   @Option({ flags: '--json', description: 'print the result as one JSON line (its fields: below)' })
   parseJson(): boolean {
     return true;

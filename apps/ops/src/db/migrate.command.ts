@@ -52,7 +52,7 @@ export class MigrateCommand extends OpsCommand<MigrateOptions> {
     defaultValue: 'all',
   })
   parseDatabase(value: string): string {
-    if (value !== 'all' && !(value in migrationSets)) {
+    if (value !== 'all' && !Object.hasOwn(migrationSets, value)) {
       throw new CliError(`--database must be one of all, ${Object.keys(migrationSets).join(', ')}`, ExitCode.usage);
     }
     return value;

@@ -38,8 +38,7 @@ export class OutboxReplayCommand extends OpsCommand<ReplayOptions> {
     super();
   }
 
-  async run(args: string[], options: ReplayOptions): Promise<void> {
-    this.noArguments(args);
+  async run(_: string[], options: ReplayOptions): Promise<void> {
     checkUsage(options);
     // One session of its own: it holds the replay's advisory lock until the command ends, and the lock
     // goes with the connection (never back to the pool still held).
