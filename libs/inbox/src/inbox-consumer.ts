@@ -79,6 +79,7 @@ export class InboxConsumer {
   private deadLetters?: DeadLettering;
   private starting?: Promise<void>;
   private sweepTimer?: NodeJS.Timeout;
+  private sweeping = false;
   private stopped = false;
   private wake?: () => void;
 
@@ -126,13 +127,18 @@ export class InboxConsumer {
     }
   }
 
+  /** One sweep at a time: a sweep runs until nothing past the retention is left, which may outlast its interval. */
   private async sweep(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
     const { dataSource, name, retentionSeconds, logger } = this.options;
     try {
       const deleted = await sweepInbox(dataSource.manager, { consumer: name, retentionSeconds });
       if (deleted) logger.info({ deleted }, 'forgot message-ids past the inbox retention');
     } catch (error) {
       logger.warn({ err: error }, 'inbox sweep failed; the next run retries');
+    } finally {
+      this.sweeping = false;
     }
   }
 

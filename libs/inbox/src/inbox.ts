@@ -159,8 +159,10 @@ export async function countForgettable(manager: EntityManager, { consumer, reten
 }
 
 /**
- * Forgets message-ids older than the retention, in batches. After this, a replay of such a message
- * would apply again: that is why replays must not reach past the smallest inbox retention.
+ * Forgets message-ids older than the retention, batch after batch (each its own short statement) until
+ * none is left: the retention is what the table holds, however fast messages come. After this, a
+ * replay of such a message would apply again: that is why replays must not reach past the smallest
+ * inbox retention.
  */
 export async function sweepInbox(
   manager: EntityManager,
@@ -176,6 +178,6 @@ export async function sweepInbox(
       FOR UPDATE SKIP LOCKED
     )`,
     [consumer, retentionSeconds],
-    { maxBatches: 100, ...batches },
+    batches,
   );
 }

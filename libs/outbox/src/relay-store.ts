@@ -138,7 +138,7 @@ export async function countPublishedBefore(manager: EntityManager, retentionSeco
 
 /**
  * Deletes published rows older than `retentionSeconds`, `batchSize` at a time, each batch its own
- * statement. The retention must cover the longest replay an operator may need.
+ * statement, until none is left. The retention must cover the longest replay an operator may need.
  */
 export async function deletePublishedBefore(
   manager: EntityManager,
@@ -155,6 +155,6 @@ export async function deletePublishedBefore(
       FOR UPDATE SKIP LOCKED
     )`,
     [retentionSeconds],
-    { maxBatches: 100, ...batches },
+    batches,
   );
 }

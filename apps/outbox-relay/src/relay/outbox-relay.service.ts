@@ -69,6 +69,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   /** A NOTIFY that arrived while a batch was running: the next wait for work returns at once. */
   private woken = false;
   private cleanupTimer?: NodeJS.Timeout;
+  private cleaning = false;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -342,12 +343,17 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     });
   }
 
+  /** One cleanup at a time: it runs until nothing past the retention is left, which may outlast its interval. */
   private async cleanup(): Promise<void> {
+    if (this.cleaning) return;
+    this.cleaning = true;
     try {
       const deleted = await deletePublishedBefore(this.dataSource.manager, { retentionSeconds: this.settings.retentionSeconds });
       if (deleted) this.logger.info({ deleted }, 'deleted published outbox rows past OUTBOX_RETENTION_SECONDS');
     } catch (error) {
       this.logger.warn({ err: error }, 'outbox cleanup failed; the next run retries');
+    } finally {
+      this.cleaning = false;
     }
   }
 }
