@@ -13,6 +13,7 @@ describe('a bad configuration stops boot with one line naming the variable', () 
   it.each([
     ['apps/command-api/src/main.ts', 'COMMAND_API_PORT', 'http'],
     ['apps/command-api/src/main.ts', 'IDEMPOTENCY_TOMBSTONE_SECONDS_ORDERS_CANCEL', '-1'],
+    ['apps/command-api/src/main.ts', 'TRUSTED_PROXIES', 'loopback, my-proxy.internal'],
     ['apps/outbox-relay/src/main.ts', 'KAFKA_BROKERS', 'nowhere'],
     // Shorter than a claim round trip may take on a busy server: the relay would give back every claim ahead.
     ['apps/outbox-relay/src/main.ts', 'DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS', '500'],

@@ -97,6 +97,31 @@ describe('rate limits', () => {
     }
   });
 
+  it('behind a trusted proxy each caller has its own budget; an untrusted X-Forwarded-For buys none', async () => {
+    /** A GET with a bearer key, as a proxy passes it on: the caller's address in X-Forwarded-For. */
+    const from = async (api: RunningApp, caller: string, apiKey: string) =>
+      (
+        await fetch(`${api.url}/v1/orders/00000000-0000-4000-8000-000000000000`, {
+          headers: { Authorization: `Bearer ${apiKey}`, 'X-Forwarded-For': caller },
+        })
+      ).status;
+    const budget = { RATE_LIMIT_UNAUTHENTICATED_REQUESTS: '3', RATE_LIMIT_WINDOW_SECONDS: '60' };
+
+    // The API behind a proxy on loopback (nginx, HAProxy, Envoy hashing the Idempotency-Key): one caller
+    // sending made-up keys uses up its own budget, not everyone's.
+    const proxied = await start({ ...budget, TRUSTED_PROXIES: 'loopback' });
+    for (let i = 0; i < 3; i++) expect(await from(proxied, '198.51.100.7', unknownKey())).toBe(401);
+    expect(await from(proxied, '198.51.100.7', unknownKey())).toBe(429);
+    expect(await from(proxied, '198.51.100.8', unknownKey())).toBe(401);
+    const { apiKey } = await db.tenant(); // a new client: its key is not in the API's memory yet
+    expect(await from(proxied, '198.51.100.8', apiKey)).toBe(404);
+
+    // Without TRUSTED_PROXIES the header is the caller's word: ignored, the TCP peer is the source.
+    const direct = await start(budget);
+    for (let i = 0; i < 3; i++) expect(await from(direct, `198.51.100.${10 + i}`, unknownKey())).toBe(401);
+    expect(await from(direct, '198.51.100.20', unknownKey())).toBe(429);
+  });
+
   it('a cancel of an order that does not exist is remembered for a minute, not for the retention window', async () => {
     const api = await start({});
     const { tenantId, apiKey } = await db.tenant();

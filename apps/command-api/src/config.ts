@@ -1,3 +1,4 @@
+import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 import { envFields } from '@app/platform';
 
@@ -79,6 +80,31 @@ export const commandApiConfig = z
     RATE_LIMIT_CLIENT_REQUESTS: z.coerce.number().int().min(0).max(10_000_000).default(50_000),
     /** Requests with a missing or invalid credential one source address may send per window. */
     RATE_LIMIT_UNAUTHENTICATED_REQUESTS: z.coerce.number().int().min(0).max(10_000_000).default(100),
+    /**
+     * The proxies in front of the API whose `X-Forwarded-For` is believed: addresses, CIDR blocks, or
+     * `loopback`, `linklocal`, `uniquelocal`, comma-separated (proxy-addr, as Express's `trust proxy`).
+     * The source address is then the nearest one not in the list. Empty (the default): the TCP peer,
+     * and the header is ignored, so a caller cannot name itself another address.
+     */
+    TRUSTED_PROXIES: z
+      .string()
+      .default('')
+      .transform((value) =>
+        value
+          .split(',')
+          .map((entry) => entry.trim())
+          .filter(Boolean),
+      )
+      .superRefine((list, context) => {
+        try {
+          proxyaddr.compile(list);
+        } catch (error) {
+          context.addIssue({
+            code: 'custom',
+            message: `must list addresses, CIDR blocks or loopback/linklocal/uniquelocal (${(error as Error).message})`,
+          });
+        }
+      }),
     /**
      * Test-only: honours `X-Fault-Injection: before-commit` (command-runner.ts), with which any client can
      * make its request fail. Accepted only with NODE_ENV=test: never in production, staging or `npm start`.

@@ -1,10 +1,13 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
 import type { Request } from 'express';
+import proxyaddr from 'proxy-addr';
 import { bearerKey } from '@app/api-clients';
 import { Operation } from '@app/contracts';
 import { logOnCompletion } from '@app/platform';
+import { CommandApiConfig } from '../config';
 import { problemException } from '../http/problem-catalog';
 import { ApiClientCache, AuthenticatedClient } from './api-client-cache';
 import { RateLimits } from './rate-limits';
@@ -23,11 +26,17 @@ export type AuthenticatedRequest = Request & { client: AuthenticatedClient };
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
+  /** Which hops' `X-Forwarded-For` to believe (TRUSTED_PROXIES): the source address the budgets count. */
+  private readonly trusted: ReturnType<typeof proxyaddr.compile>;
+
   constructor(
     private readonly clients: ApiClientCache,
     private readonly limits: RateLimits,
     private readonly reflector: Reflector,
-  ) {}
+    config: ConfigService<CommandApiConfig, true>,
+  ) {
+    this.trusted = proxyaddr.compile(config.get('TRUSTED_PROXIES', { infer: true }));
+  }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
@@ -35,7 +44,7 @@ export class ApiKeyGuard implements CanActivate {
     const operation = this.reflector.get<Operation | undefined>(OPERATION, context.getHandler());
     // Before authentication, so that refused requests are logged with what they tried.
     if (operation) logOnCompletion(response, { operation });
-    const address = request.socket.remoteAddress ?? 'unknown';
+    const address = request.socket.remoteAddress ? proxyaddr(request, this.trusted) : 'unknown';
     const key = presentedKey(request);
     const beforeLookup = () => this.limits.beforeLookup(address);
     const client = key ? await this.clients.find(key, beforeLookup) : (await beforeLookup(), null);
