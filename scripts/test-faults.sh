@@ -22,4 +22,5 @@ npx jest --runInBand \
   test/webhook-receiver-verifies-signatures.e2e-spec.ts \
   test/history-checker-counts-nothing-lost.e2e-spec.ts \
   test/pipelined-statements-answer-in-order.e2e-spec.ts \
+  test/client-never-loses-the-key-to-a-gateway-answer.e2e-spec.ts \
   "$@" --selectProjects e2e

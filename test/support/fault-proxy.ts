@@ -10,11 +10,15 @@ import { freePort } from './free-port';
  * - `gateway-timeout`: forwards it, waits for the answer, and answers 504 as a gateway that lost it would;
  * - `unavailable`: answers 503 problem+json with Retry-After itself (the service never sees it), as a
  *   service shedding load does; `retryAfterSeconds` sets the header.
+ * - `gateway-answer`: answers `status` in text/plain, no problem document, as a gateway or load balancer
+ *   does; `forwarded` first passes the request on and discards the service's answer (an upstream reset
+ *   after the request was sent), otherwise the service never sees it (a deploy draining, a proxy's own limit).
  */
 export type Fault =
   | { kind: 'pass' | 'reset' | 'drop-reply' | 'gateway-timeout' }
   | { kind: 'delay-reply'; delayMs: number }
   | { kind: 'unavailable'; retryAfterSeconds: number }
+  | { kind: 'gateway-answer'; status: number; forwarded: boolean; retryAfterSeconds?: number }
   | { kind: 'hold-request'; delayMs: number; before?: () => Promise<void> };
 
 /** Everything the proxy saw, in order: for assertions about attempts and waits. */
@@ -56,6 +60,7 @@ export class FaultProxy {
         res.writeHead(503, { 'Content-Type': 'application/problem+json', 'Retry-After': String(fault.retryAfterSeconds) });
         return res.end(JSON.stringify({ type: '/problems/service-unavailable', title: 'Service unavailable', status: 503 }));
       }
+      if (fault.kind === 'gateway-answer' && !fault.forwarded) return gatewayAnswer(res, fault);
       if (fault.kind === 'hold-request') {
         await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
         await fault.before?.();
@@ -72,6 +77,7 @@ export class FaultProxy {
         res.writeHead(504, { 'Content-Type': 'text/plain' });
         return res.end('gateway timeout');
       }
+      if (fault.kind === 'gateway-answer') return gatewayAnswer(res, fault);
       if (fault.kind === 'delay-reply') await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
       if (res.destroyed) return;
       res.writeHead(answer.status, answer.headers);
@@ -86,6 +92,11 @@ export class FaultProxy {
     this.server.closeAllConnections();
     await new Promise((resolve) => this.server.close(resolve));
   }
+}
+
+function gatewayAnswer(res: ServerResponse, fault: Extract<Fault, { kind: 'gateway-answer' }>): void {
+  const retryAfter = fault.retryAfterSeconds === undefined ? {} : { 'Retry-After': String(fault.retryAfterSeconds) };
+  res.writeHead(fault.status, { 'Content-Type': 'text/plain', ...retryAfter }).end(`gateway answered ${fault.status}`);
 }
 
 function receiptKey(path: string): string | undefined {

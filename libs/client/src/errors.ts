@@ -163,12 +163,20 @@ export class OutcomeExpiredError extends ClientError {
   }
 }
 
-/** The service answered something that is not its API (no problem document, an unexpected status): a proxy, a wrong URL. */
+/**
+ * An answer that is not the API's (no problem document) and not a gateway's "try again" (`502`-`504`,
+ * `408`, `429`): a gateway's `500`, a wrong URL's page. For a command, `key` is its Idempotency-Key:
+ * the client cannot tell whether a gateway passed the request on, so send the action again with that
+ * key (it replays if it was applied) or ask `getReceipt`. Also the last error at the deadline after a
+ * gateway's `408`/`429` while no attempt can have been applied, and after any gateway answer to a read.
+ */
 export class UnexpectedResponseError extends ClientError {
   override name = 'UnexpectedResponseError';
   constructor(
     readonly status: number,
     readonly body: string,
+    /** The command's Idempotency-Key; undefined for reads. */
+    readonly key?: string,
   ) {
     super(`unexpected answer ${status}: ${body.slice(0, 200)}`);
   }

@@ -161,6 +161,107 @@ describe('OrdersClient: what is retried', () => {
     expect(requests).toHaveLength(1);
   });
 
+  const plain = (status: number, headers: Record<string, string> = {}): Reply => ({
+    status,
+    body: `gateway answered ${status}`,
+    headers: { 'Content-Type': 'text/plain', ...headers },
+  });
+
+  it('a plain 503 from a gateway (a deploy draining) is an unknown outcome: waits Retry-After, asks the receipt, sends again with the same key', async () => {
+    const events: RetryEvent[] = [];
+    script = [plain(503, { 'Retry-After': '1' }), problem(404, 'receipt-not-found'), created];
+    const outcome = await client(events).createOrder({ sku: 'S', quantity: 1 }, { key: 'k-plain-503' });
+    expect(requests.map((request) => `${request.method} ${request.path} ${request.key ?? ''}`.trim())).toEqual([
+      'POST /v1/orders k-plain-503',
+      'GET /v1/idempotency-receipts/orders.create/k-plain-503',
+      'POST /v1/orders k-plain-503',
+    ]);
+    expect(requests[1].at - requests[0].at).toBeGreaterThanOrEqual(1_000);
+    expect(outcome).toMatchObject({ status: 201, attempts: 2, resolvedFromReceipt: false });
+    expect(events.map((event) => [event.reason, event.outcomeUnknown])).toEqual([['503 from a gateway', true]]);
+  });
+
+  it.each([429, 408])('a plain %i from a gateway kept the request: sent again with the same key, honouring Retry-After', async (status) => {
+    script = [plain(status, { 'Retry-After': '1' }), created];
+    const outcome = await client().createOrder({ sku: 'S', quantity: 1 }, { key: `k-plain-${status}` });
+    expect(requests.map((request) => [request.method, request.key])).toEqual([
+      ['POST', `k-plain-${status}`],
+      ['POST', `k-plain-${status}`],
+    ]);
+    expect(requests[1].at - requests[0].at).toBeGreaterThanOrEqual(1_000);
+    expect(outcome).toMatchObject({ status: 201, attempts: 2 });
+  });
+
+  it('at the deadline after plain 429s the error carries the key', async () => {
+    script = Array(5_000).fill(plain(429, { 'Retry-After': '0' }));
+    const error = await client([], 1_500)
+      .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-429s' })
+      .catch((failure) => failure);
+    expect(error).toBeInstanceOf(UnexpectedResponseError);
+    expect(error).toMatchObject({ status: 429, key: 'k-429s' });
+  });
+
+  it('any other answer that is not the API ends the call with the key: UnexpectedResponseError, or OutcomeUnknownError after an unknown outcome', async () => {
+    script = [plain(500)];
+    const first = await client()
+      .createOrder({ sku: 'S', quantity: 1 })
+      .catch((failure) => failure);
+    expect(first).toBeInstanceOf(UnexpectedResponseError);
+    expect(first).toMatchObject({ status: 500, key: requests[0].key });
+    expect(requests).toHaveLength(1);
+
+    requests = [];
+    script = [
+      { status: 504, body: 'gateway timeout', headers: { 'Content-Type': 'text/plain' } },
+      problem(404, 'receipt-not-found'),
+      plain(500),
+    ];
+    const after = await client()
+      .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-after-504' })
+      .catch((failure) => failure);
+    expect(after).toBeInstanceOf(OutcomeUnknownError);
+    expect(after).toMatchObject({ key: 'k-after-504', attempts: 2 });
+    expect(after.cause).toBeInstanceOf(UnexpectedResponseError);
+    expect(requests.map((request) => request.method)).toEqual(['POST', 'GET', 'POST']);
+  });
+
+  it('a receipt lookup a gateway answers for itself is asked again, not read as "not applied"', async () => {
+    script = [
+      { status: 504, body: 'gateway timeout', headers: { 'Content-Type': 'text/plain' } },
+      plain(500),
+      plain(408),
+      { status: 200, body: JSON.stringify({ status: 'completed', expiresAt: '2026-12-05T12:00:00Z' }) },
+      { ...created, headers: { ...created.headers, 'Idempotent-Replayed': 'true' } },
+    ];
+    const outcome = await client().createOrder({ sku: 'S', quantity: 1 });
+    expect(requests.map((request) => request.method)).toEqual(['POST', 'GET', 'GET', 'GET', 'POST']);
+    expect(outcome).toMatchObject({ replayed: true, resolvedFromReceipt: true, attempts: 2 });
+  });
+
+  it('a read retries a plain 503 or 429 too', async () => {
+    script = [plain(503, { 'Retry-After': '0' }), plain(429, { 'Retry-After': '0' }), { status: 200, body: JSON.stringify(order) }];
+    expect(await client().getOrder(order.id)).toEqual(order);
+    expect(requests).toHaveLength(3);
+  });
+
+  it('after a 409 in progress, a service that stops answering leaves the outcome unknown: the error carries the key', async () => {
+    // The held request may commit as the service goes: a refused connection afterwards proves nothing.
+    const going = createServer((_req, res) => {
+      res.writeHead(409, { 'Content-Type': 'application/problem+json', 'Retry-After': '0' });
+      res.end(JSON.stringify({ type: '/problems/idempotency-request-in-progress', title: 'in progress', status: 409 }), () => {
+        going.closeAllConnections();
+        going.close();
+      });
+    });
+    await new Promise<void>((resolve) => going.listen(0, '127.0.0.1', resolve));
+    const goingUrl = `http://127.0.0.1:${(going.address() as AddressInfo).port}`;
+    const error = await new OrdersClient({ baseUrl: goingUrl, apiKey: 'k', retry: { baseDelayMs: 5, maxDelayMs: 20, deadlineMs: 1_000 } })
+      .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-held' })
+      .catch((failure) => failure);
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    expect(error.key).toBe('k-held');
+  });
+
   it("the caller's signal during the receipt lookup after a lost reply still says the outcome is unknown", async () => {
     script = [{ status: 504, body: 'gateway timeout', headers: { 'Content-Type': 'text/plain' } }, { status: 0 }];
     const error = await client()

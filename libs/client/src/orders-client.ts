@@ -79,14 +79,21 @@ class AttemptTimedOut extends Error {
   }
 }
 
-/** Statuses a gateway answers when it lost the service's reply: the request may have been applied. */
-const GATEWAY_LOST_REPLY = new Set([502, 504]);
+/**
+ * A gateway's own answers (no problem document) that mean "try again". 502/503/504 may follow a request
+ * it passed on and whose reply it lost (an upstream reset, a timeout): the outcome is unknown.
+ */
+const GATEWAY_LOST_REPLY = new Set([502, 503, 504]);
+/** 408/429: the gateway kept the request (not received whole in time, over its own limit): not applied, send again. */
+const GATEWAY_KEPT_REQUEST = new Set([408, 429]);
 
 /**
  * The command API's client. Each call is one logical action with one Idempotency-Key, reused on every
  * retry; retries follow Retry-After or back off exponentially with jitter, within a total deadline.
  * After an unknown outcome (timeout, reset, 502/503/504) the client asks the service for the key's
  * receipt before it sends again, and reports whether the answer was the original or a replay.
+ * Every error that ends a command carries its key (`key`, or a problem's `replay.key`), except a
+ * connection refused while no request with the key can have reached the service: then none was applied.
  */
 export class OrdersClient {
   private readonly baseUrl: string;
@@ -134,6 +141,8 @@ export class OrdersClient {
     let resolvedFromReceipt = false;
     // Why the outcome of an earlier attempt is unknown; cleared once the service has the request for sure.
     let unknown: unknown;
+    // A 409 said the service holds a request with this key: it may commit even if the service is unreachable after.
+    let held = false;
     for (let round = 1; ; round++) {
       if (unknown !== undefined) {
         const asked = await this.ask(operation, key, startedAt, options.signal, deadline);
@@ -160,7 +169,7 @@ export class OrdersClient {
         answer = await this.send('POST', path, { key, body }, deadline, options.signal);
       } catch (error) {
         const failure = error as NoAnswer;
-        if (failure.maybeApplied) unknown = failure.cause;
+        if (failure.maybeApplied || held) unknown = failure.cause;
         if (options.signal?.aborted) throw unknown === undefined ? options.signal.reason : new OutcomeUnknownError(key, attempts, unknown);
         await this.waitOrGiveUp({ key, round, reason: failure.message, unknown, lastError: failure.cause, attempts, deadline, options });
         continue;
@@ -177,13 +186,29 @@ export class OrdersClient {
       }
       const problem = asProblem(answer);
       if (!problem) {
-        if (!GATEWAY_LOST_REPLY.has(answer.status)) throw new UnexpectedResponseError(answer.status, answer.text);
-        unknown = new UnexpectedResponseError(answer.status, answer.text);
-        await this.waitOrGiveUp({ key, round, reason: `${answer.status} from a gateway`, unknown, attempts, deadline, options });
+        const unexpected = new UnexpectedResponseError(answer.status, answer.text, key);
+        if (!GATEWAY_LOST_REPLY.has(answer.status) && !GATEWAY_KEPT_REQUEST.has(answer.status)) {
+          throw unknown === undefined ? unexpected : new OutcomeUnknownError(key, attempts, unexpected);
+        }
+        if (GATEWAY_LOST_REPLY.has(answer.status)) unknown = unexpected;
+        await this.waitOrGiveUp({
+          key,
+          round,
+          reason: `${answer.status} from a gateway`,
+          unknown,
+          lastError: unexpected,
+          attempts,
+          retryAfterMs: parseRetryAfter(answer.headers.get('retry-after')),
+          deadline,
+          options,
+        });
         continue;
       }
       const error = problemError(problem, requestId, replay, attempts);
-      if (error instanceof RequestInProgressError) unknown = undefined; // the service has it: the next attempt waits for it and replays
+      if (error instanceof RequestInProgressError) {
+        unknown = undefined; // the service has it: the next attempt waits for it and replays
+        held = true;
+      }
       if (error instanceof ServiceUnavailableError) unknown = error; // a database trouble during COMMIT leaves the outcome open
       if (!(error instanceof RequestInProgressError || error instanceof ServiceUnavailableError || sendAgain(error))) throw error;
       const retryAfterMs = parseRetryAfter(answer.headers.get('retry-after'));
@@ -228,7 +253,8 @@ export class OrdersClient {
     }
     const problem = asProblem(answer);
     if (problem?.type === ProblemTypes.receiptNotFound) return { kind: 'absent' };
-    if (answer.status === 429 || answer.status === 503 || GATEWAY_LOST_REPLY.has(answer.status)) {
+    // Not an answer about the key (the service's or a gateway's trouble, a limit): ask again after the wait.
+    if (answer.status >= 500 || GATEWAY_KEPT_REQUEST.has(answer.status)) {
       return {
         kind: 'unanswered',
         reason: `receipt lookup: ${answer.status}`,
@@ -254,8 +280,17 @@ export class OrdersClient {
       if (answer.status === 200) return answer.json;
       const problem = asProblem(answer);
       if (!problem) {
-        if (!GATEWAY_LOST_REPLY.has(answer.status)) throw new UnexpectedResponseError(answer.status, answer.text);
-        await this.waitOrGiveUp({ round, reason: `${answer.status} from a gateway`, attempts: round, deadline, options });
+        const unexpected = new UnexpectedResponseError(answer.status, answer.text);
+        if (!GATEWAY_LOST_REPLY.has(answer.status) && !GATEWAY_KEPT_REQUEST.has(answer.status)) throw unexpected;
+        await this.waitOrGiveUp({
+          round,
+          reason: `${answer.status} from a gateway`,
+          lastError: unexpected,
+          attempts: round,
+          retryAfterMs: parseRetryAfter(answer.headers.get('retry-after')),
+          deadline,
+          options,
+        });
         continue;
       }
       const error = problemError(problem, answer.headers.get('x-request-id') ?? undefined, undefined, round);
