@@ -23,4 +23,12 @@ npx jest --runInBand \
   test/history-checker-counts-nothing-lost.e2e-spec.ts \
   test/pipelined-statements-answer-in-order.e2e-spec.ts \
   test/client-never-loses-the-key-to-a-gateway-answer.e2e-spec.ts \
+  test/a-nul-in-a-message-never-stalls-its-partition.e2e-spec.ts \
+  test/api-key-listener-never-leaks-sessions.e2e-spec.ts \
+  test/relay-order-survives-an-outage-while-isolating.e2e-spec.ts \
+  test/relay-rides-out-a-stalled-broker.e2e-spec.ts \
+  test/revoked-keys-stop-at-once.e2e-spec.ts \
+  test/shutdown-closes-a-session-that-connects-meanwhile.e2e-spec.ts \
+  test/shutdown-ends-at-its-deadline.e2e-spec.ts \
+  test/webhook-timestamps-are-strict-and-hostile-strings-get-a-4xx.e2e-spec.ts \
   "$@" --selectProjects e2e
