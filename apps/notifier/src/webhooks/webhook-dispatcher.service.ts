@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
-import { backoffDelay, inOneStatement } from '@app/platform';
+import { Backoff, inOneStatement } from '@app/platform';
 import { NotifierConfig } from '../config';
 import { ClaimedDelivery, claimDue, DueFloor, settle, Settlement, sweepDelivered } from './delivery-store';
 import { AttemptResult, PostOutcome, postWebhook } from './post-webhook';
@@ -83,14 +83,17 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     sweepSeconds: number;
   };
   private readonly floor = new DueFloor(FLOOR);
+  private readonly claimBackoff = new Backoff(CLAIM_BACKOFF);
   private inFlight = 0;
   private waiting: Settlement[] = [];
   private settleTimer?: NodeJS.Timeout;
   private settling = Promise.resolve();
   private stopped = false;
   private loop?: Promise<void>;
-  private wakeLoop?: () => void;
-  private wakeRequested = false;
+  /** Ends the current wait: a `work` wait ends on news (wake) or shutdown, a `backoff` wait on shutdown only. */
+  private pause?: { on: 'work' | 'backoff'; done: () => void };
+  /** News came while the loop was not waiting for it: the next wait for work ends at once. */
+  private woken = false;
   private sweepTimer?: NodeJS.Timeout;
 
   constructor(
@@ -122,20 +125,22 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);
-    this.wake();
+    this.pause?.done();
     await this.loop;
     while (this.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await this.settleNow();
   }
 
-  /** New deliveries were committed (or earlier ones of an order settled): look now instead of at the next poll. */
+  /**
+   * New deliveries were committed (or earlier ones of an order settled): look now instead of at the
+   * next poll. Never cuts a backoff short: while claims fail, that would retry once per event.
+   */
   wake(): void {
-    this.wakeRequested = true;
-    this.wakeLoop?.();
+    this.woken = true;
+    if (this.pause?.on === 'work') this.pause.done();
   }
 
   private async run(): Promise<void> {
-    let failures = 0;
     while (!this.stopped) {
       const room = this.settings.concurrency - this.inFlight;
       let claimed: ClaimedDelivery[] = [];
@@ -144,18 +149,18 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
           const floor = await this.floor.current(this.dataSource.manager);
           const leaseMs = this.settings.timeoutMs + LEASE_MARGIN_MS;
           claimed = await inOneStatement(this.dataSource, (client) => claimDue(client, randomUUID(), leaseMs, room, floor));
-          failures = 0;
+          this.claimBackoff.reset();
         } catch (error) {
-          failures++;
-          this.logger.warn({ err: error }, 'cannot claim webhook deliveries; retrying');
-          await this.sleep(backoffDelay(failures, CLAIM_BACKOFF));
+          const delay = this.claimBackoff.next();
+          this.logger.warn({ err: error, retryInMs: delay }, 'cannot claim webhook deliveries; retrying');
+          await this.idle(delay, 'backoff');
           continue;
         }
         for (const delivery of claimed) void this.deliver(delivery);
       }
       // A full claim may have left more due rows behind: go again (as soon as a POST frees room).
       // Otherwise nothing is due: wait for news (new rows, settled ones) or the next poll.
-      if (room <= 0 || claimed.length < room) await this.sleep(this.settings.pollMs);
+      if (room <= 0 || claimed.length < room) await this.idle(this.settings.pollMs, 'work');
     }
   }
 
@@ -220,21 +225,22 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     return this.settling;
   }
 
-  private sleep(ms: number): Promise<void> {
+  /** Waits `ms`; a `work` wait ends early on news, a `backoff` wait only on shutdown (news waits for it). */
+  private idle(ms: number, kind: 'work' | 'backoff'): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    if (this.wakeRequested) {
-      this.wakeRequested = false;
+    if (kind === 'work' && this.woken) {
+      this.woken = false;
       return Promise.resolve();
     }
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        this.wakeLoop = undefined;
-        this.wakeRequested = false;
+        this.pause = undefined;
+        if (kind === 'work') this.woken = false;
         resolve();
       };
       const timer = setTimeout(done, ms);
-      this.wakeLoop = done;
+      this.pause = { on: kind, done };
     });
   }
 
