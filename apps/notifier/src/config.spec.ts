@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { DEVELOPMENT_WEBHOOK_SECRET } from '@app/contracts';
 import { ConfigError, parseConfig } from '@app/platform';
 import { notifierConfig } from './config';
+import { WebhookSigner } from './webhooks/webhook-signer';
 
 const secret = () => `whsec_${randomBytes(32).toString('base64')}`;
 
@@ -46,6 +47,30 @@ describe('notifier webhook configuration', () => {
     expect(problems({ WEBHOOK_SECRET: 'hunter2' }).join('\n')).toMatch(/WEBHOOK_SECRET.*whsec_/);
     expect(problems({ WEBHOOK_SECRET: `${secret()} ${secret()}` }).join('\n')).toMatch(/WEBHOOK_SECRET.*one whsec_ secret/);
     expect(problems({ WEBHOOK_RETRY_SCHEDULE: '5s,soon' }).join('\n')).toMatch(/WEBHOOK_RETRY_SCHEDULE.*"soon" is not a duration/);
+  });
+
+  it('uses a secret without the whitespace around it (a mounted secret file ends in a newline), and refuses anything else beside it', () => {
+    const [current, previous] = [secret(), secret()];
+    const config = parseConfig(notifierConfig, { WEBHOOK_SECRET: `${current}\n`, WEBHOOK_PREVIOUS_SECRET: ` ${previous}\r\n` });
+    expect(config).toMatchObject({ WEBHOOK_SECRET: current, WEBHOOK_PREVIOUS_SECRET: previous });
+    // What the dispatcher builds from it: standardwebhooks refuses a key with a newline ("Base64Coder: incorrect characters").
+    expect(() => new WebhookSigner([config.WEBHOOK_SECRET, config.WEBHOOK_PREVIOUS_SECRET!])).not.toThrow();
+    expect(problems({ WEBHOOK_SECRET: `${current},` }).join('\n')).toMatch(/WEBHOOK_SECRET.*one whsec_ secret/);
+    expect(
+      problems({
+        NODE_ENV: 'production',
+        WEBHOOK_SECRET: `${DEVELOPMENT_WEBHOOK_SECRET}\n`,
+        WEBHOOK_URL: 'https://example.com/hooks',
+      }).join('\n'),
+    ).toMatch(/WEBHOOK_SECRET.*development secret/);
+    expect(
+      problems({
+        NODE_ENV: 'production',
+        WEBHOOK_SECRET: current,
+        WEBHOOK_PREVIOUS_SECRET: ` ${DEVELOPMENT_WEBHOOK_SECRET}`,
+        WEBHOOK_URL: 'https://example.com/hooks',
+      }).join('\n'),
+    ).toMatch(/WEBHOOK_SECRET.*development secret/);
   });
 
   it('signs with both secrets during a rotation', () => {

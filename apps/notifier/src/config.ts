@@ -6,12 +6,19 @@ import { parseRetrySchedule } from './webhooks/retry-schedule';
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
-/** One `whsec_…` signing secret (Standard Webhooks: base64 of 24 to 64 random bytes). */
-const secret = z.string().superRefine((value, ctx) => {
-  const parsed = parseWebhookSecrets(value);
-  if ('problem' in parsed) ctx.addIssue({ code: 'custom', message: parsed.problem });
-  else if (parsed.secrets.length !== 1) ctx.addIssue({ code: 'custom', message: 'must be one whsec_ secret' });
-});
+/**
+ * One `whsec_…` signing secret (Standard Webhooks: base64 of 24 to 64 random bytes). Whitespace around
+ * it is dropped (a mounted secret file ends in a newline); what is checked is what signs.
+ */
+const secret = z
+  .string()
+  .trim()
+  .superRefine((value, ctx) => {
+    const parsed = parseWebhookSecrets(value);
+    if ('problem' in parsed) ctx.addIssue({ code: 'custom', message: parsed.problem });
+    else if (parsed.secrets.length !== 1 || parsed.secrets[0] !== value)
+      ctx.addIssue({ code: 'custom', message: 'must be one whsec_ secret' });
+  });
 
 export const notifierConfig = z
   .object({
