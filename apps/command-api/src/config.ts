@@ -86,25 +86,16 @@ export const commandApiConfig = z
      * The source address is then the nearest one not in the list. Empty (the default): the TCP peer,
      * and the header is ignored, so a caller cannot name itself another address.
      */
-    TRUSTED_PROXIES: z
-      .string()
-      .default('')
-      .transform((value) =>
-        value
-          .split(',')
-          .map((entry) => entry.trim())
-          .filter(Boolean),
-      )
-      .superRefine((list, context) => {
-        try {
-          proxyaddr.compile(list);
-        } catch (error) {
-          context.addIssue({
-            code: 'custom',
-            message: `must list addresses, CIDR blocks or loopback/linklocal/uniquelocal (${(error as Error).message})`,
-          });
-        }
-      }),
+    TRUSTED_PROXIES: envFields.commaList('').superRefine((list, context) => {
+      try {
+        proxyaddr.compile(list);
+      } catch (error) {
+        context.addIssue({
+          code: 'custom',
+          message: `must list addresses, CIDR blocks or loopback/linklocal/uniquelocal (${(error as Error).message})`,
+        });
+      }
+    }),
     /**
      * Test-only: honours `X-Fault-Injection: before-commit` (command-runner.ts), with which any client can
      * make its request fail. Accepted only with NODE_ENV=test: never in production, staging or `npm start`.

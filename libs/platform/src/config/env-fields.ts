@@ -1,5 +1,18 @@
 import { z } from 'zod';
 
+/** A comma-separated list, its entries trimmed and empty ones dropped ('' is an empty list). */
+function commaList(fallback: string) {
+  return z
+    .string()
+    .default(fallback)
+    .transform((value) =>
+      value
+        .split(',')
+        .map((entry) => entry.trim())
+        .filter(Boolean),
+    );
+}
+
 /** Reusable environment fields, so every app spells and validates them the same way. */
 export const envFields = {
   nodeEnv: z.enum(['development', 'test', 'production']).default('development'),
@@ -29,17 +42,9 @@ export const envFields = {
     HTTP_HEADERS_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
     HTTP_REQUEST_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   },
-  kafkaBrokers: z
-    .string()
-    .default('127.0.0.1:9092')
-    .transform((value) =>
-      value
-        .split(',')
-        .map((broker) => broker.trim())
-        .filter(Boolean),
-    )
-    .refine((brokers) => brokers.length > 0 && brokers.every((b) => /^[^\s:]+:\d{1,5}$/.test(b)), {
-      message: 'must be a comma-separated list of host:port',
-    }),
+  commaList,
+  kafkaBrokers: commaList('127.0.0.1:9092').refine((brokers) => brokers.length > 0 && brokers.every((b) => /^[^\s:]+:\d{1,5}$/.test(b)), {
+    message: 'must be a comma-separated list of host:port',
+  }),
   flag: (fallback: boolean) => z.stringbool().default(fallback),
 };
