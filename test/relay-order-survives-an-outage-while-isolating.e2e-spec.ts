@@ -1,14 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Headers } from '@app/contracts';
-import { createKafka } from '@app/platform';
-import { RunningApp, startApp } from './support/apps';
-import { KafkaFaultProxy, PRODUCE } from './support/kafka-fault-proxy';
+import { PRODUCE } from './support/kafka-fault-proxy';
 import { OutboxDb } from './support/outbox-db';
-import { privateDatabases } from './support/private-stack';
+import { firstCopiesByKey, relayBehindAFaultProxy } from './support/relay-behind-a-fault-proxy';
 import { LONG_RUN, searchSettings } from './support/search';
-import { TestBroker } from './support/test-broker';
-import { TopicReader } from './support/topic-reader';
 import { eventually } from './support/eventually';
 
 const HUGE = { filler: 'x'.repeat(1536 * 1024) }; // over the broker's 1 MiB message.max.bytes
@@ -54,43 +50,20 @@ const plans: fc.Arbitrary<Plan> = fc
  * path fast-check prints: FC_SEED=… FC_PATH=… npx jest test/relay-order-survives
  */
 describe('an outage while the relay isolates a refused row', () => {
-  const brokerPort = 29_660;
-  let proxy: KafkaFaultProxy;
-  let broker: TestBroker;
-  let outbox: OutboxDb;
-  let relay: RunningApp;
-  /** Every message of this suite's tenants, read as the relay publishes them. */
-  let read: TopicReader;
-
-  beforeAll(async () => {
-    proxy = await KafkaFaultProxy.start(brokerPort);
-    broker = new TestBroker(brokerPort, brokerPort + 1, proxy.port);
-    await broker.start();
-    const { ordersUrl } = await privateDatabases('relayisolationcut');
-    outbox = await new OutboxDb(ordersUrl).init();
-    relay = await startApp('outbox-relay', {
-      ORDERS_DATABASE_URL: ordersUrl,
-      KAFKA_BROKERS: broker.brokers,
+  const stack = relayBehindAFaultProxy('relayisolationcut', {
+    brokerPort: 29_660,
+    tenantPrefix: TENANT,
+    env: {
       RELAY_BATCH_SIZE: String(BATCH),
       RELAY_POLL_INTERVAL_MS: '100',
       RELAY_BACKOFF_MIN_MS: '100',
       RELAY_BACKOFF_MAX_MS: '500',
-    });
-    read = new TopicReader(createKafka({ brokers: [broker.brokers], clientId: 'isolation-cut-e2e' }), (tenantId) =>
-      tenantId.startsWith(TENANT),
-    );
-    await read.start();
-  }, 180_000);
-  afterAll(async () => {
-    await read?.stop();
-    await relay?.stop();
-    await outbox?.close();
-    await proxy?.stop();
-    await broker?.destroy();
+    },
   });
 
   async function check(plan: Plan): Promise<void> {
     const { keys, perKey, refusedKey, refusedN, nthProduce, failures } = plan;
+    const { proxy, outbox, read } = stack();
     const tenantId = `${TENANT}${randomUUID().slice(0, 8)}`;
     const key = (k: number) => `${tenantId}-${k}`;
     const ids = new Map<string, { key: number; n: number }>();
@@ -146,16 +119,7 @@ describe('an outage while the relay isolates a refused row', () => {
       return expected.every((id) => arrived.has(id));
     });
     // Each key's events in the order of their first copies (copies after an outage are allowed: consumers dedupe).
-    const order = new Map<number, number[]>();
-    const seen = new Set<string>();
-    for (const m of mine()) {
-      const id = m.headers[Headers.messageId];
-      if (seen.has(id)) continue;
-      seen.add(id);
-      const event = ids.get(id)!;
-      order.set(event.key, [...(order.get(event.key) ?? []), event.n]);
-    }
-    const disordered = [...order].filter(([, ns]) => ns.some((n, i) => i > 0 && n < ns[i - 1]));
+    const { order, disordered } = firstCopiesByKey(mine(), ids);
     expect({ plan, disordered }).toEqual({ plan, disordered: [] });
     // Nothing of the refused key after its refused row went out: all of it still waits behind the parked row.
     expect({ plan, waiting: (await waiting()).refused }).toEqual({ plan, waiting: perKey - refusedN });
