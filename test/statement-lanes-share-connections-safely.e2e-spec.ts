@@ -222,6 +222,15 @@ describe('StatementLanes', () => {
     }
     killing = false;
     await killer;
+    // The last kill may have landed as its lane's statement was answered: the backend's FATAL then
+    // reaches the client after the lane went back to the pool. Once the backend is gone and the client
+    // has read its socket, the pool drops that connection; before, a new statement could still get it.
+    await eventually(
+      async () => (await observer.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1)`, [[...killed]]))[0].n,
+      (n) => n === 0,
+      { timeoutMs: 5_000, what: 'the killed backends gone' },
+    );
+    await pause(50);
     expect(killed.size).toBeGreaterThan(5);
     expect(crossed).toBe(0);
     expect(unreachable).toEqual([]);
