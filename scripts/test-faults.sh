@@ -31,4 +31,5 @@ npx jest --runInBand \
   test/shutdown-closes-a-session-that-connects-meanwhile.e2e-spec.ts \
   test/shutdown-ends-at-its-deadline.e2e-spec.ts \
   test/webhook-timestamps-are-strict-and-hostile-strings-get-a-4xx.e2e-spec.ts \
+  test/ops-refuses-stray-arguments.e2e-spec.ts \
   "$@" --selectProjects e2e
