@@ -10,7 +10,7 @@ import { eventually } from './support/eventually';
 
 const BATCH = 40;
 /** The relay's DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS here: a stall longer than it is cheap to wait out. */
-const IDLE_IN_TRANSACTION_MS = 1_500;
+const IDLE_IN_TRANSACTION_MS = 2_500;
 const TENANT = `t-stall-${randomUUID().slice(0, 8)}-`;
 
 /** One backlog (3 to 8 batches), and which of its Produce requests the broker answers late, and how late. */
