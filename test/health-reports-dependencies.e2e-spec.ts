@@ -1,4 +1,8 @@
 import { RunningApp, startApp } from './support/apps';
+import { TcpProxy } from './support/tcp-proxy';
+import { testEnv } from './support/test-env';
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function get(app: RunningApp, path: string) {
   const response = await fetch(`${app.url}${path}`);
@@ -63,6 +67,35 @@ describe('health endpoints', () => {
       .filter((line) => line.includes('not ready: kafka down'));
     expect(notReady).toHaveLength(1);
     expect(JSON.parse(notReady[0])).toMatchObject({ level: 40, down: { kafka: expect.stringMatching(/\S/) } });
+  });
+
+  it('answers a flood of readiness probes with one database ping a second, not one each', async () => {
+    const url = new URL(testEnv.ordersUrl);
+    const proxy = await TcpProxy.start({ host: url.hostname, port: Number(url.port || 5432) });
+    url.port = String(proxy.port);
+    try {
+      const app = await start('command-api', { ORDERS_DATABASE_URL: url.toString(), RECEIPT_SWEEP_INTERVAL_SECONDS: '0' });
+      // What one ping sends, on a connection already open (the first probe may open one).
+      let ping = 0;
+      for (let probe = 0; probe < 2; probe++) {
+        await pause(1_100); // past the answer the probe before left
+        const before = proxy.sent;
+        expect((await get(app, '/health/ready')).status).toBe(200);
+        ping = proxy.sent - before;
+      }
+      expect(ping).toBeGreaterThan(0);
+      await pause(1_100);
+
+      const started = Date.now();
+      const floodBefore = proxy.sent;
+      const answers = await Promise.all(Array.from({ length: 200 }, () => get(app, '/health/ready')));
+      const seconds = Math.ceil((Date.now() - started) / 1000);
+      expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200));
+      // Until 2026-12-07 each probe pinged the database over a connection of the pool: 200 pings here.
+      expect(Math.round((proxy.sent - floodBefore) / ping)).toBeLessThanOrEqual(seconds + 1);
+    } finally {
+      await proxy.cut();
+    }
   });
 
   it('leaves Kafka out of API readiness when READINESS_REQUIRES_KAFKA=false', async () => {

@@ -11,6 +11,8 @@ export class TcpProxy {
   private readonly sockets = new Set<Socket>();
   private holding = false;
   private readonly held: (() => void)[] = [];
+  /** Bytes the clients sent towards the server so far: what an app asked of its database. */
+  sent = 0;
 
   private constructor(
     private readonly target: { host: string; port: number },
@@ -37,6 +39,7 @@ export class TcpProxy {
         this.sockets.add(upstream);
         upstream.on('close', () => this.sockets.delete(upstream));
         upstream.on('error', () => undefined);
+        client.on('data', (chunk: Buffer) => (this.sent += chunk.length));
         client.pipe(upstream).pipe(client);
         client.on('close', () => upstream.destroy());
         upstream.on('close', () => client.destroy());

@@ -1,14 +1,35 @@
 import { Controller, Get, Inject, Logger, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { HealthCheckService, HealthIndicatorFunction, TypeOrmHealthIndicator } from '@nestjs/terminus';
-import { ProblemException, problemType } from '../http/problem';
+import { HealthCheckResult, HealthCheckService, HealthIndicatorFunction, TypeOrmHealthIndicator } from '@nestjs/terminus';
+import { Problem, ProblemException, problemType } from '../http/problem';
 import { KafkaHealthIndicator } from './kafka.health';
 
 export const HEALTH_OPTIONS = Symbol('HEALTH_OPTIONS');
 
 /** The readiness probe's 503: a dependency is down (listed in every app's `x-problem-types`). */
 export const DEPENDENCY_UNAVAILABLE = { type: problemType('dependency-unavailable'), title: 'Dependency unavailable', status: 503 };
+
+/** How long one readiness check answers every probe. */
+const READY_ANSWER_MS = 1_000;
+
+/** What a readiness check found: every dependency up, or the problem naming those down. */
+type ReadyAnswer = { result: HealthCheckResult } | { problem: Problem };
+
+/**
+ * The 503's body. Any caller may ask: it names what is down, never why (driver messages carry hosts,
+ * ports, users). The reason is in the log, for the operator.
+ */
+function notReady(down: Record<string, unknown>, details: Record<string, { status: string }>): Problem {
+  return {
+    ...DEPENDENCY_UNAVAILABLE,
+    detail: Object.keys(down)
+      .map((name) => `${name} is down`)
+      .join('; '),
+    unavailable: Object.keys(down),
+    checks: Object.fromEntries(Object.entries(details).map(([name, check]) => [name, { status: check.status }])),
+  };
+}
 
 export interface HealthOptions {
   /** Name under which the TypeORM database appears in readiness, e.g. `orders`. */
@@ -29,6 +50,8 @@ export class HealthController {
   private readonly logger = new Logger('Health');
   /** What the last readiness check found down, so each outage and recovery is logged once, not on every probe. */
   private lastDown = '';
+  /** The check probes share until `until`. */
+  private recent?: { until: number; answer: Promise<ReadyAnswer> };
 
   constructor(
     private readonly health: HealthCheckService,
@@ -71,6 +94,17 @@ export class HealthController {
     },
   })
   async ready() {
+    // Any caller may ask, as often as it likes: probes share one check at a time, and its answer for a
+    // second (READY_ANSWER_MS), so a flood of probes costs the database one ping a second, not a
+    // connection of the pool each.
+    const now = Date.now();
+    if (!this.recent || now >= this.recent.until) this.recent = { until: now + READY_ANSWER_MS, answer: this.check() };
+    const answer = await this.recent.answer;
+    if ('problem' in answer) throw new ProblemException(answer.problem, { 'Retry-After': '5' });
+    return answer.result;
+  }
+
+  private async check(): Promise<ReadyAnswer> {
     const checks: HealthIndicatorFunction[] = [];
     const { database, kafka } = this.options;
     if (database) checks.push(() => this.db.pingCheck(database, { timeout: 2_000 }));
@@ -78,25 +112,13 @@ export class HealthController {
     try {
       const result = await this.health.check(checks);
       this.reportDown({});
-      return result;
+      return { result };
     } catch (error) {
       if (!(error instanceof ServiceUnavailableException)) throw error;
       const result = error.getResponse() as { error?: Record<string, { message?: string }>; details: Record<string, { status: string }> };
       const down = result.error ?? {};
       this.reportDown(down);
-      // Any caller may ask: the answer names what is down, never why (driver messages carry hosts,
-      // ports, users). The reason is in the log, for the operator.
-      throw new ProblemException(
-        {
-          ...DEPENDENCY_UNAVAILABLE,
-          detail: Object.keys(down)
-            .map((name) => `${name} is down`)
-            .join('; '),
-          unavailable: Object.keys(down),
-          checks: Object.fromEntries(Object.entries(result.details).map(([name, check]) => [name, { status: check.status }])),
-        },
-        { 'Retry-After': '5' },
-      );
+      return { problem: notReady(down, result.details) };
     }
   }
 
