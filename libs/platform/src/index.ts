@@ -12,6 +12,7 @@ export * from './kafka/partitioner';
 export * from './kafka/refusal';
 export * from './kafka/topics';
 export * from './retry/backoff';
+export * from './retry/loop-waits';
 export * from './logging/logging.module';
 export * from './database/database-errors';
 export * from './database/query-rows';

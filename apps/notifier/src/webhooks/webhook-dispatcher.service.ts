@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
-import { Backoff, inOneStatement } from '@app/platform';
+import { Backoff, inOneStatement, LoopWaits } from '@app/platform';
 import { NotifierConfig } from '../config';
 import { ClaimedDelivery, claimDue, DueFloor, settle, Settlement, sweepDelivered } from './delivery-store';
 import { AttemptResult, PostOutcome, postWebhook } from './post-webhook';
@@ -90,10 +90,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   private settling = Promise.resolve();
   private stopped = false;
   private loop?: Promise<void>;
-  /** Ends the current wait: a `work` wait ends on news (wake) or shutdown, a `backoff` wait on shutdown only. */
-  private pause?: { on: 'work' | 'backoff'; done: () => void };
-  /** News came while the loop was not waiting for it: the next wait for work ends at once. */
-  private woken = false;
+  /** Waits for work end on news (`wake`); the claim's backoff only on shutdown. */
+  private readonly waits = new LoopWaits();
   private sweepTimer?: NodeJS.Timeout;
 
   constructor(
@@ -125,7 +123,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);
-    this.pause?.done();
+    this.waits.stop();
     await this.loop;
     while (this.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await this.settleNow();
@@ -136,8 +134,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
    * next poll. Never cuts a backoff short: while claims fail, that would retry once per event.
    */
   wake(): void {
-    this.woken = true;
-    if (this.pause?.on === 'work') this.pause.done();
+    this.waits.notify();
   }
 
   private async run(): Promise<void> {
@@ -153,14 +150,14 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         } catch (error) {
           const delay = this.claimBackoff.next();
           this.logger.warn({ err: error, retryInMs: delay }, 'cannot claim webhook deliveries; retrying');
-          await this.idle(delay, 'backoff');
+          await this.waits.wait(delay, 'backoff');
           continue;
         }
         for (const delivery of claimed) void this.deliver(delivery);
       }
       // A full claim may have left more due rows behind: go again (as soon as a POST frees room).
       // Otherwise nothing is due: wait for news (new rows, settled ones) or the next poll.
-      if (room <= 0 || claimed.length < room) await this.idle(this.settings.pollMs, 'work');
+      if (room <= 0 || claimed.length < room) await this.waits.wait(this.settings.pollMs, 'work');
     }
   }
 
@@ -223,25 +220,6 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       }
     });
     return this.settling;
-  }
-
-  /** Waits `ms`; a `work` wait ends early on news, a `backoff` wait only on shutdown (news waits for it). */
-  private idle(ms: number, kind: 'work' | 'backoff'): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    if (kind === 'work' && this.woken) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.pause = undefined;
-        if (kind === 'work') this.woken = false;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.pause = { on: kind, done };
-    });
   }
 
   private async sweep(): Promise<void> {

@@ -18,7 +18,7 @@ import {
   prepareRelaySession,
 } from '@app/outbox';
 import type { PoolClient } from 'pg';
-import { Backoff, DedicatedSession, expectCommitted, pipelined, Queryable } from '@app/platform';
+import { Backoff, DedicatedSession, expectCommitted, LoopWaits, pipelined, Queryable } from '@app/platform';
 import { OutboxRelayConfig } from '../config';
 import { KafkaPublisher, PublishOutcome } from './kafka-publisher';
 import { RelayMetrics } from './relay-metrics';
@@ -64,10 +64,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private session?: DedicatedSession;
   private stopping = false;
   private loop?: Promise<void>;
-  /** Ends the current wait: `work` waits end on new work (NOTIFY) or shutdown, `backoff` waits only on shutdown. */
-  private wake?: { on: 'work' | 'backoff'; done: () => void };
-  /** A NOTIFY that arrived while a batch was running: the next wait for work returns at once. */
-  private woken = false;
+  /** Waits for work end on NOTIFY (one that came while a batch ran ends the next at once); backoffs only on shutdown. */
+  private readonly waits = new LoopWaits();
   private cleanupTimer?: NodeJS.Timeout;
   private cleaning = false;
 
@@ -108,7 +106,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearInterval(this.cleanupTimer);
-    this.wake?.done();
+    this.waits.stop();
     await this.loop;
     if (this.session && !this.session.lost) {
       await this.ownership.releaseAll(this.session.manager).catch(() => undefined);
@@ -129,7 +127,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBacklog(session);
         this.backoff.reset();
-        if (claimed < this.settings.batchSize) await this.idle(this.settings.pollMs, 'work');
+        if (claimed < this.settings.batchSize) await this.waits.wait(this.settings.pollMs, 'work');
       } catch (error) {
         // kafkajs errors mean the broker; anything else went wrong on the database side.
         const kafka = error instanceof KafkaJSError && !this.session?.lost;
@@ -149,7 +147,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
           kafka ? 'publish failed; rows kept, retrying' : 'database trouble; shards released, retrying',
         );
         // New commits during an outage must not cut the backoff short: only shutdown ends it.
-        await this.idle(delay, 'backoff');
+        await this.waits.wait(delay, 'backoff');
       }
     }
   }
@@ -177,10 +175,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       for (;;) {
         // Claim ahead while a batch is in flight when the last claim was full (a backlog) or new rows
         // were notified meanwhile (a steady trickle: they go out as soon as the batch before is acknowledged).
-        const ahead = !this.stopping && !this.ownership.due() && (!sending || claimed === batchSize || this.woken);
         // This claim sees every row committed before it starts: a notification that came earlier is
-        // answered by it; one that comes later sets `woken` again.
-        if (ahead) this.woken = false;
+        // answered by it (its news taken); one that comes later is news again.
+        const ahead = !this.stopping && !this.ownership.due() && (this.waits.takeNews() || !sending || claimed === batchSize);
         open = ahead;
         let rows = ahead ? await this.claim(db, shards, sending?.ids) : [];
         if (ahead || !sending) claimed = rows.length;
@@ -305,8 +302,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     await this.closeSession();
     this.ownership.forget();
     const session = await DedicatedSession.open(this.dataSource, {
-      onLost: () => this.signal(),
-      onNotification: () => this.signal(),
+      onLost: () => this.waits.notify(),
+      onNotification: () => this.waits.notify(),
     });
     this.session = session;
     await session.manager.query(/* sql */ `LISTEN ${OUTBOX_CHANNEL}`);
@@ -318,29 +315,6 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const session = this.session;
     this.session = undefined;
     await session?.close().catch((error) => this.logger.warn({ err: error }, 'closing the relay session failed'));
-  }
-
-  /** New work arrived (NOTIFY): ends a wait for work, never a backoff. */
-  private signal(): void {
-    this.woken = true;
-    if (this.wake?.on === 'work') this.wake.done();
-  }
-
-  private idle(ms: number, kind: 'work' | 'backoff'): Promise<void> {
-    if (this.stopping || (kind === 'work' && this.woken)) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        if (kind === 'work') this.woken = false;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.wake = { on: kind, done };
-    });
   }
 
   /** One cleanup at a time: it runs until nothing past the retention is left, which may outlast its interval. */
