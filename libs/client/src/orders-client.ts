@@ -86,6 +86,7 @@ class AttemptTimedOut extends Error {
 const GATEWAY_LOST_REPLY = new Set([502, 503, 504]);
 /** 408/429: the gateway kept the request (not received whole in time, over its own limit): not applied, send again. */
 const GATEWAY_KEPT_REQUEST = new Set([408, 429]);
+const GATEWAY_TRY_AGAIN = new Set([...GATEWAY_LOST_REPLY, ...GATEWAY_KEPT_REQUEST]);
 
 /**
  * The command API's client. Each call is one logical action with one Idempotency-Key, reused on every
@@ -187,9 +188,8 @@ export class OrdersClient {
       const problem = asProblem(answer);
       if (!problem) {
         const unexpected = new UnexpectedResponseError(answer.status, answer.text, key);
-        if (!GATEWAY_LOST_REPLY.has(answer.status) && !GATEWAY_KEPT_REQUEST.has(answer.status)) {
+        if (!GATEWAY_TRY_AGAIN.has(answer.status))
           throw unknown === undefined ? unexpected : new OutcomeUnknownError(key, attempts, unexpected);
-        }
         if (GATEWAY_LOST_REPLY.has(answer.status)) unknown = unexpected;
         await this.waitOrGiveUp({
           key,
@@ -281,7 +281,7 @@ export class OrdersClient {
       const problem = asProblem(answer);
       if (!problem) {
         const unexpected = new UnexpectedResponseError(answer.status, answer.text);
-        if (!GATEWAY_LOST_REPLY.has(answer.status) && !GATEWAY_KEPT_REQUEST.has(answer.status)) throw unexpected;
+        if (!GATEWAY_TRY_AGAIN.has(answer.status)) throw unexpected;
         await this.waitOrGiveUp({
           round,
           reason: `${answer.status} from a gateway`,
