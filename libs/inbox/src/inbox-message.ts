@@ -14,10 +14,16 @@ export interface InboxMessage {
   eventType?: string;
 }
 
+/**
+ * A header without a value (Kafka allows length -1; kafkajs reads it as null, and cannot send one) reads
+ * as absent: a `message-id` without a value is no message-id, and the message is malformed.
+ */
 export function toInboxMessage(topic: string, partition: number, message: KafkaMessage): InboxMessage {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(message.headers ?? {})) {
-    if (value !== undefined) headers[name] = Array.isArray(value) ? value.map(String).join(',') : value.toString();
+    // kafkajs types say never null; its decoder says otherwise (a repeated header's values too).
+    const values = (Array.isArray(value) ? value : [value]).filter((one) => one !== undefined && one !== null);
+    if (values.length) headers[name] = values.map(String).join(',');
   }
   return {
     topic,
