@@ -81,6 +81,8 @@ export class InboxConsumer {
   private sweepTimer?: NodeJS.Timeout;
   private sweeping = false;
   private stopped = false;
+  /** Crashes since the last batch that ran to its end: how long to wait before starting again. */
+  private crashes = 0;
   private wake?: () => void;
 
   constructor(private readonly options: InboxConsumerOptions) {}
@@ -116,15 +118,38 @@ export class InboxConsumer {
         const delay = backoffDelay(attempt, START_BACKOFF);
         this.options.logger.warn({ err: error, retryInMs: delay }, 'cannot start consuming yet; retrying');
         await this.disconnect().catch(() => undefined);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, delay);
-          this.wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
+        await this.sleep(delay);
       }
     }
+  }
+
+  /**
+   * kafkajs restarts its consumer after a retriable crash only; after any other (a bug in a handler's
+   * callback, a message nothing foresaw) it leaves the group and consumes nothing more while the process
+   * stays up. This starts it again, with the project's backoff while crashes follow each other: the
+   * batch comes again from the last committed offset, and the inbox makes what had committed a duplicate.
+   */
+  private startAgainAfterCrash(error: Error): void {
+    if (this.stopped) return;
+    this.crashes++;
+    const delay = backoffDelay(this.crashes, START_BACKOFF);
+    this.options.logger.error({ consumer: this.options.name, err: error, retryInMs: delay }, 'consumer crashed; starting it again');
+    this.starting = (async () => {
+      await this.disconnect().catch(() => undefined);
+      await this.sleep(delay);
+      await this.startWhenKafkaAnswers();
+    })();
+  }
+
+  /** Waits `ms`, or less when the consumer stops. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   }
 
   /** One sweep at a time: a sweep runs until nothing past the retention is left, which may outlast its interval. */
@@ -154,6 +179,9 @@ export class InboxConsumer {
       // An idle fetch waits this long for data; stop() waits for the fetch in flight, so this
       // bounds how long a shutdown takes (kafkajs' default of 5 s made SIGTERM feel stuck).
       maxWaitTimeInMs: 1_000,
+    });
+    this.consumer.on(this.consumer.events.CRASH, ({ payload }) => {
+      if (!payload.restart) this.startAgainAfterCrash(payload.error);
     });
     await this.consumer.connect();
     for (const topic of topics) await this.consumer.subscribe({ topic, fromBeginning: true });
@@ -214,6 +242,7 @@ export class InboxConsumer {
       await heartbeat();
     }
     this.options.onLag?.(batch.topic, batch.partition, Number(batch.offsetLag()));
+    this.crashes = 0;
   }
 
   /**
