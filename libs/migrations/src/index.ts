@@ -47,18 +47,40 @@ export const migrationSets = {
 
 export type DatabaseName = keyof typeof migrationSets;
 
-/** Applies the pending migrations of `database` at `url`, each in its own transaction; returns their names. */
-export async function migrate(database: DatabaseName, url: string): Promise<string[]> {
+/** How long a migrator queued behind another waits before it asks for the lock again. */
+const LOCK_RETRY_MS = 200;
+
+/**
+ * Applies the pending migrations of `database` at `url`, each in its own transaction; returns their names.
+ * Racing migrators queue: each applies what the ones before it left; `onWaiting` is called once if this
+ * one has to wait.
+ */
+export async function migrate(database: DatabaseName, url: string, onWaiting?: () => void): Promise<string[]> {
   const dataSource = new DataSource(
     postgresOptions({ url, applicationName: `migrate-${database}`, migrations: [...migrationSets[database]], poolSize: 1 }),
   );
   await dataSource.initialize();
   try {
-    // Pool size 1: the advisory lock and the migrations share one session, so racing migrators queue here.
-    await dataSource.query(/* sql */ `SELECT pg_advisory_lock(hashtext('typeorm_migrations'))`);
+    // Pool size 1: the advisory lock and the migrations share one session.
+    await lockMigrations(dataSource, onWaiting);
     const applied = await dataSource.runMigrations({ transaction: 'each' });
     return applied.map((migration) => migration.name);
   } finally {
     await dataSource.destroy();
+  }
+}
+
+/**
+ * Takes the session's migration lock, trying again every LOCK_RETRY_MS while another session holds it,
+ * with no bound (as a wait inside `pg_advisory_lock` had none). Not that wait: a migrator queued inside a
+ * statement holds a snapshot, CREATE INDEX CONCURRENTLY in the holder's migrations waits for every older
+ * snapshot, and PostgreSQL failed one of the two with a deadlock. Between its tries this session is idle.
+ */
+async function lockMigrations(dataSource: DataSource, onWaiting?: () => void): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    const [{ locked }] = await dataSource.query(/* sql */ `SELECT pg_try_advisory_lock(hashtext('typeorm_migrations')) AS locked`);
+    if (locked) return;
+    if (tries === 0) onWaiting?.();
+    await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_MS));
   }
 }

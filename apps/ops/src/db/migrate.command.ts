@@ -34,7 +34,9 @@ export class MigrateCommand extends OpsCommand<MigrateOptions> {
     for (const database of databases) {
       const url = this.config.get(urls[database]) as string;
       try {
-        report[database] = await migrate(database, url);
+        report[database] = await migrate(database, url, () =>
+          process.stderr.write(`ops: ${database}: another migrator holds the migration lock; waiting for it to finish\n`),
+        );
       } catch (error) {
         throw new CliError(`migrating ${database} (${redact(url)}) failed: ${(error as Error).message}`);
       }
