@@ -29,6 +29,7 @@ const KEY_METRICS: Record<string, [string, string][]> = {
     ['outbox_oldest_unpublished_age_seconds', 'gauge'],
     ['outbox_parked_messages', 'gauge'],
     ['outbox_relay_kafka_up', 'gauge'],
+    ['outbox_relay_sessions_ended_total', 'counter'],
     ['outbox_claim_duration_seconds', 'histogram'],
   ],
   fulfillment: [

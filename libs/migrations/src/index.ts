@@ -10,6 +10,7 @@ import { ReceiptTombstones1764720000050 } from './orders/1764720000050-receipt-t
 import { NotifyOnlyWhenOutboxRowsAreInserted1764720000060 } from './orders/1764720000060-notify-only-when-outbox-rows-are-inserted';
 import { OutboxVacuumsCleanItsIndexes1764720000070 } from './orders/1764720000070-outbox-vacuums-clean-its-indexes';
 import { OutboxRowsDrawTheirSequenceAfterTheirTransactionId1764720000080 } from './orders/1764720000080-outbox-rows-draw-their-sequence-after-their-transaction-id';
+import { RelayInstancesNameTheirSession1764720000090 } from './orders/1764720000090-relay-instances-name-their-session';
 import { CreateShipments1764720000000 } from './fulfillment/1764720000000-create-shipments';
 import { CreateCancelledOrders1764720000300 } from './fulfillment/1764720000300-create-cancelled-orders';
 import { CreateInbox1764720000100 } from './inbox/1764720000100-create-inbox';
@@ -32,6 +33,7 @@ export const migrationSets = {
     NotifyOnlyWhenOutboxRowsAreInserted1764720000060,
     OutboxVacuumsCleanItsIndexes1764720000070,
     OutboxRowsDrawTheirSequenceAfterTheirTransactionId1764720000080,
+    RelayInstancesNameTheirSession1764720000090,
   ],
   fulfillment: [CreateShipments1764720000000, CreateInbox1764720000100, CreateCancelledOrders1764720000300],
   notifier: [

@@ -87,7 +87,16 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       // Well inside the session's idle-in-transaction bound, whatever the time a ROLLBACK takes to arrive.
       claimHoldMs: Math.floor(get('DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS') / 3),
     };
-    this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, get('RELAY_HEARTBEAT_MS'));
+    this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, get('RELAY_HEARTBEAT_MS'), (ended, refused) => {
+      if (refused) this.logger.warn({ error: refused }, 'a relay instance gone silent still holds shards; cannot end its session');
+      this.metrics.sessionsEnded.inc(ended.filter((one) => one.ended).length);
+      for (const gone of ended) {
+        this.logger.warn(
+          { goneInstanceId: gone.instanceId, pid: gone.pid, silentSeconds: Math.round(gone.silentSeconds * 10) / 10, ended: gone.ended },
+          'a relay instance gone silent still held shards; ended its session so they can move',
+        );
+      }
+    });
     this.backoff = new Backoff({ minMs: get('RELAY_BACKOFF_MIN_MS'), maxMs: get('RELAY_BACKOFF_MAX_MS') });
   }
 

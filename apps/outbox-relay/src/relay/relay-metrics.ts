@@ -29,6 +29,10 @@ export class RelayMetrics {
   });
   readonly ownedShards = new Gauge({ name: 'outbox_relay_owned_shards', help: 'Shards this instance owns' });
   readonly kafkaUp = new Gauge({ name: 'outbox_relay_kafka_up', help: '1 when the last publish attempt reached Kafka' });
+  readonly sessionsEnded = new Counter({
+    name: 'outbox_relay_sessions_ended_total',
+    help: 'Sessions of relay instances gone silent that still held shards, ended by this instance so the shards could move',
+  });
 
   constructor(@InjectDataSource() dataSource: DataSource) {
     let snapshot: Promise<Awaited<ReturnType<typeof outboxBacklog>> | undefined> | undefined;
