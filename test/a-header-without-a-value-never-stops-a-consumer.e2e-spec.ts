@@ -2,12 +2,11 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Message, Producer } from 'kafkajs';
 import { Headers, Topics } from '@app/contracts';
-import { murmur2 } from '@app/platform';
 import { RunningApp } from './support/apps';
 import { eventually } from './support/eventually';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
-import { ensureServiceTopics, orderEventMessage, testKafka } from './support/kafka';
+import { ensureServiceTopics, orderEventMessage, servicePartitionOf, testKafka } from './support/kafka';
 import { searchSettings } from './support/search';
 
 /**
@@ -19,7 +18,6 @@ import { searchSettings } from './support/search';
  * restart after a TypeError) while the process stayed up and ready.
  */
 
-const PARTITIONS = 6;
 const HEADERS = [
   'x-note',
   Headers.messageId,
@@ -30,10 +28,6 @@ const HEADERS = [
   Headers.occurredAt,
 ];
 const BOUND_MS = 20_000;
-
-function partitionOf(key: string): number {
-  return (murmur2(Buffer.from(key)) & 0x7fffffff) % PARTITIONS;
-}
 
 /**
  * kafkajs encodes a null header value as length -1 (its encoder's `writeVarIntBytes`), but its size
@@ -83,14 +77,14 @@ describe('a header without a value never stops a consumer', () => {
         const event = orderPlaced(tenantId);
         const message = orderEventMessage(event);
         for (const name of nulled) message.headers![name] = null as unknown as string;
-        const partition = partitionOf(event.key);
+        const partition = servicePartitionOf(event.key);
         const behind = orderPlaced(tenantId);
         let elsewhere = orderPlaced(tenantId);
-        while (partitionOf(elsewhere.key) === partition) elsewhere = orderPlaced(tenantId);
+        while (servicePartitionOf(elsewhere.key) === partition) elsewhere = orderPlaced(tenantId);
         const metas = await sendWithNullHeaders(producer, [
           { partition, ...message },
           { partition, ...orderEventMessage(behind) },
-          { partition: partitionOf(elsewhere.key), ...orderEventMessage(elsewhere) },
+          { partition: servicePartitionOf(elsewhere.key), ...orderEventMessage(elsewhere) },
         ]);
 
         const shipments = await eventually(

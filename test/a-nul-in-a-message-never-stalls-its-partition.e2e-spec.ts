@@ -2,12 +2,11 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Consumer, IHeaders, Producer } from 'kafkajs';
 import { Headers, OrderEventTypes, Topics } from '@app/contracts';
-import { murmur2 } from '@app/platform';
 import { RunningApp } from './support/apps';
 import { eventually } from './support/eventually';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
-import { ensureServiceTopics, orderEventMessage, testKafka } from './support/kafka';
+import { ensureServiceTopics, orderEventMessage, servicePartitionOf, testKafka } from './support/kafka';
 import { json, ops } from './support/ops-cli';
 import { LONG_RUN, searchSettings } from './support/search';
 
@@ -20,7 +19,6 @@ import { LONG_RUN, searchSettings } from './support/search';
  * byte for byte as it came (key, value, every header), plus its redrive-id.
  */
 
-const PARTITIONS = 6;
 const PLACES = ['value', 'key', 'header value', 'header name', 'event-type', 'message-id'] as const;
 type Place = (typeof PLACES)[number];
 
@@ -34,11 +32,6 @@ const poisons = fc.record({
 function withNul(text: string, at: number, nuls: number): string {
   const i = at % (text.length + 1);
   return `${text.slice(0, i)}${'\u0000'.repeat(nuls)}${text.slice(i)}`;
-}
-
-/** The partition the java-compatible partitioner (every producer of the service) gives `key`. */
-function partitionOf(key: string): number {
-  return (murmur2(Buffer.from(key)) & 0x7fffffff) % PARTITIONS;
 }
 
 interface Poison {
@@ -99,7 +92,7 @@ describe('a NUL in a message never stalls its partition', () => {
     const has = (place: Place) => shape.places.includes(place);
     const nul = (text: string, place: Place) => (has(place) ? withNul(text, shape.at, shape.nuls) : text);
     const behind = orderPlaced(tenantId);
-    const partition = partitionOf(behind.key);
+    const partition = servicePartitionOf(behind.key);
     const messageId = randomUUID();
     const key = nul(randomUUID(), 'key');
     const poison = {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, Message, Producer } from 'kafkajs';
 import { Headers, Topics } from '@app/contracts';
-import { createKafka, ensureTopics } from '@app/platform';
+import { createKafka, ensureTopics, murmur2 } from '@app/platform';
 import { testEnv } from './test-env';
 
 export function testKafka(clientId = 'e2e'): Kafka {
@@ -13,9 +13,17 @@ export function uniqueTopic(purpose: string): string {
   return `e2e.${purpose}.${randomUUID().slice(0, 8)}`;
 }
 
+/** Partitions of each service topic ensureServiceTopics creates, as the relay would. */
+export const SERVICE_TOPIC_PARTITIONS = 6;
+
 /** Creates the service's topics if the relay has not yet, as the relay would (6 partitions). */
 export async function ensureServiceTopics(kafka: Kafka): Promise<void> {
-  await ensureTopics(kafka, Object.values(Topics), 6);
+  await ensureTopics(kafka, Object.values(Topics), SERVICE_TOPIC_PARTITIONS);
+}
+
+/** The partition of a service topic the java-compatible partitioner (every producer of the service) gives `key`. */
+export function servicePartitionOf(key: string): number {
+  return (murmur2(Buffer.from(key)) & 0x7fffffff) % SERVICE_TOPIC_PARTITIONS;
 }
 
 export interface OrderEventInput {
