@@ -72,8 +72,8 @@ export class DeadLettering {
 
   /**
    * Records the dead letter, waiting out an unreachable database. If recording keeps failing otherwise,
-   * this throws after the bounded attempts: the partition stops there, loudly, rather than move past a
-   * message that is recorded nowhere.
+   * this throws after the bounded attempts: the batch fails, loudly (kafkajs retries it, then restarts the
+   * consumer), rather than move past a message that is recorded nowhere.
    */
   private async record(message: InboxMessage, error: string, attempts: number, turn: PartitionTurn): Promise<boolean> {
     const { dataSource, name, maxAttempts, retryDelayMs, logger } = this.options;
