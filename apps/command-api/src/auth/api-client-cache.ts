@@ -48,8 +48,14 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
     if (this.ttlMs > 0) await this.listen(1);
   }
 
+  /**
+   * Nest closes the HTTP server only after this hook, and a connection busy at that moment keeps being
+   * served: from here on no revocation would be heard, so every request is looked up in the database.
+   */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
+    this.listening = false;
+    this.forget();
     clearTimeout(this.reconnectTimer);
     await this.session?.close().catch(() => undefined);
   }
@@ -90,7 +96,7 @@ export class ApiClientCache implements OnApplicationBootstrap, BeforeApplication
       if (this.stopped) return await session.close();
       this.session = session;
       await session.manager.query(/* sql */ `LISTEN ${API_CLIENTS_CHANNEL}`);
-      if (session.lost) return; // lost() closed it and scheduled the reconnect
+      if (session.lost || this.stopped) return; // lost() or the shutdown closed it (and lost() scheduled the reconnect)
       this.forget(); // whatever changed while nobody listened
       this.listening = true;
     } catch (error) {
