@@ -56,11 +56,12 @@ export interface ReceiptSweep {
  * Forgets what expired, in batches of `batchSize`, each batch its own short statement so it never holds
  * many locks; rows a re-executing request has locked are skipped. Deletes the receipts whose expiry and
  * tombstone are both over, then compacts those expired inside their tombstone: the response headers and
- * body (the bulky part) go, status, effect, fingerprint and times stay. At most `maxBatches` of each.
+ * body (the bulky part) go, status, effect, fingerprint and times stay. At most `maxBatches` of each;
+ * none after `signal` aborts (the next sweep takes the rest).
  */
 export async function sweepExpiredReceipts(
   db: Queryable,
-  batches: Pick<BatchedDelete, 'batchSize' | 'maxBatches'> = {},
+  batches: Pick<BatchedDelete, 'batchSize' | 'maxBatches' | 'signal'> = {},
 ): Promise<ReceiptSweep> {
   const options = { maxBatches: 1_000, ...batches };
   const deleted = await deleteInBatches(
