@@ -54,6 +54,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     pollMs: number;
     retentionSeconds: number;
     cleanupMs: number;
+    heartbeatMs: number;
     /** How long a batch claimed ahead is held while Kafka has not answered the one in flight. */
     claimHoldMs: number;
   };
@@ -68,6 +69,9 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly waits = new LoopWaits();
   private cleanupTimer?: NodeJS.Timeout;
   private cleaning = false;
+  private heartbeatTimer?: NodeJS.Timeout;
+  /** Since the last failure, until a loop round succeeds: no heartbeat then, so peers take the shards of an instance that cannot publish. */
+  private inOutage = false;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -84,10 +88,11 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
       pollMs: get('RELAY_POLL_INTERVAL_MS'),
       retentionSeconds: get('OUTBOX_RETENTION_SECONDS'),
       cleanupMs: get('OUTBOX_CLEANUP_INTERVAL_SECONDS') * 1000,
+      heartbeatMs: get('RELAY_HEARTBEAT_MS'),
       // Well inside the session's idle-in-transaction bound, whatever the time a ROLLBACK takes to arrive.
       claimHoldMs: Math.floor(get('DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS') / 3),
     };
-    this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, get('RELAY_HEARTBEAT_MS'), (ended, refused) => {
+    this.ownership = new ShardOwnership(this.instanceId, this.settings.shardCount, this.settings.heartbeatMs, (ended, refused) => {
       if (refused) this.logger.warn({ error: refused }, 'a relay instance gone silent still holds shards; cannot end its session');
       this.metrics.sessionsEnded.inc(ended.filter((one) => one.ended).length);
       for (const gone of ended) {
@@ -103,6 +108,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   onApplicationBootstrap(): void {
     this.logger.info({ instanceId: this.instanceId, shards: this.settings.shardCount }, 'outbox relay starting');
     this.loop = this.run();
+    this.heartbeatTimer = setInterval(() => void this.beat(), this.settings.heartbeatMs).unref();
     if (this.settings.cleanupMs > 0) {
       this.cleanupTimer = setInterval(() => void this.cleanup(), this.settings.cleanupMs).unref();
     }
@@ -115,6 +121,7 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearInterval(this.cleanupTimer);
+    clearInterval(this.heartbeatTimer);
     this.waits.stop();
     await this.loop;
     if (this.session && !this.session.lost) {
@@ -136,8 +143,10 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBacklog(session);
         this.backoff.reset();
+        this.inOutage = false;
         if (claimed < this.settings.batchSize) await this.waits.wait(this.settings.pollMs, 'work');
       } catch (error) {
+        this.inOutage = true;
         // kafkajs errors mean the broker; anything else went wrong on the database side.
         const kafka = error instanceof KafkaJSError && !this.session?.lost;
         this.metrics.failures.inc({ cause: kafka ? 'kafka' : 'database' });
@@ -324,6 +333,12 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     const session = this.session;
     this.session = undefined;
     await session?.close().catch((error) => this.logger.warn({ err: error }, 'closing the relay session failed'));
+  }
+
+  /** The timer's heartbeat (ShardOwnership.beat), while the loop is not in an outage; a failed one is the next one's to make. */
+  private async beat(): Promise<void> {
+    if (this.stopping || this.inOutage || !this.session || this.session.lost) return;
+    await this.ownership.beat(this.dataSource.manager).catch((error) => this.logger.debug({ err: error }, 'heartbeat failed'));
   }
 
   /** One cleanup at a time: it runs until nothing past the retention is left, which may outlast its interval. */

@@ -33,7 +33,9 @@ interface GoneSessionRow {
  * (ceil(shards / live instances)), releasing extras between batches and trying free shards, so shards
  * move as instances come and go.
  *
- * An instance silent for HEARTBEATS_BEFORE_GONE heartbeats is gone. If its session still holds shard
+ * An instance silent for HEARTBEATS_BEFORE_GONE heartbeats is gone: it beats on a timer as well as at
+ * each maintenance, except in an outage (Kafka or the database failing), so a silent one is frozen,
+ * cut off, or unable to publish. If its session still holds shard
  * locks (the process is frozen, or cut off by a partition TCP has not noticed; PostgreSQL would keep
  * them for as long as the session lasts, hours), a live instance ends that session at its heartbeat,
  * and the shards are free for the fair shares. The gone instance may still have a batch in flight:
@@ -102,6 +104,15 @@ export class ShardOwnership {
     }
     await this.announce(session);
     return true;
+  }
+
+  /**
+   * Between maintenances, on any connection: this instance is alive. A batch in flight can outlast
+   * three heartbeats on a loaded machine; a live instance is never taken for a gone one, so the relay
+   * beats on a timer while it is not in an outage. Only an instance that has announced itself beats.
+   */
+  async beat(db: EntityManager): Promise<void> {
+    await queryRows(db, /* sql */ `UPDATE outbox_relay_instances SET heartbeat_at = now() WHERE instance_id = $1`, [this.instanceId]);
   }
 
   /** Graceful exit: give every shard back at once and leave the instance list. */
