@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { ConfigError, parseConfig } from './config/parse-config';
 import { keepLateConnectionErrorsFromCrashing } from './database/database-errors';
 import { answerProtocolErrorsAsProblems, ArrivalBounds, boundRequestArrival } from './http/client-error';
+import { closeConnectionsOnShutdown } from './http/close-on-shutdown';
 import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { ProblemDetailsFilter, ProblemMapper } from './http/problem-details.filter';
 import { PROBLEM_CONTENT_TYPE } from './http/problem';
@@ -63,6 +64,7 @@ async function startHttpApp<S extends z.ZodType<CommonConfig>>(options: HttpAppO
   exitIfShutdownOutlasts(config.SHUTDOWN_TIMEOUT_SECONDS, app.get(Logger));
   answerProtocolErrorsAsProblems(app.getHttpServer());
   boundRequestArrival(app.getHttpServer(), config);
+  closeConnectionsOnShutdown(app.getHttpServer());
   await app.listen(port, host);
   if (managementPort !== undefined) {
     const management = await serveManagement(app, { host, port: managementPort, document, bounds: config });

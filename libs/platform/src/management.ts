@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { answerProtocolErrorsAsProblems, ArrivalBounds, boundRequestArrival } from './http/client-error';
+import { closeConnectionsOnShutdown } from './http/close-on-shutdown';
 import { ExpressAdapterKeepingShapes } from './http/express-adapter';
 import { ProblemDetailsFilter } from './http/problem-details.filter';
 import { MetricsModule } from './metrics/metrics.module';
@@ -32,6 +33,7 @@ export async function serveManagement(
   management.useGlobalFilters(new ProblemDetailsFilter());
   answerProtocolErrorsAsProblems(management.getHttpServer());
   boundRequestArrival(management.getHttpServer(), bounds);
+  closeConnectionsOnShutdown(management.getHttpServer());
   // "Try it out" goes to the API's own address, not to this port.
   SwaggerModule.setup('docs', management, { ...document, servers: [{ url: await app.getUrl() }] });
   await management.listen(port, host);
