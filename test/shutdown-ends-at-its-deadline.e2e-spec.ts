@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { startApp } from './support/apps';
+import { startApp, stopWithin } from './support/apps';
 import { eventually } from './support/eventually';
 import { OrdersDb } from './support/orders-db';
 import { searchSettings } from './support/search';
@@ -55,13 +55,7 @@ describe('a shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_SECONDS', () =>
         try {
           proxy.freeze();
           await new Promise((resolve) => setTimeout(resolve, signalAfterMs));
-          const exited = relay.stop('SIGTERM');
-          let timer: NodeJS.Timeout | undefined;
-          const outcome = await Promise.race([
-            exited,
-            new Promise((resolve) => (timer = setTimeout(() => resolve('still running'), EXIT_WITHIN_MS))),
-          ]);
-          clearTimeout(timer);
+          const { outcome } = await stopWithin(relay, EXIT_WITHIN_MS);
           expect({ signalAfterMs, outcome }).toEqual({ signalAfterMs, outcome: { code: 1, signal: null } });
           expect(relay.output()).toMatch(new RegExp(`shutdown did not finish within ${DEADLINE_SECONDS} s`));
         } finally {

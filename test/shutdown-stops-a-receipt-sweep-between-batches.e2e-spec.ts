@@ -1,4 +1,4 @@
-import { startApp } from './support/apps';
+import { startApp, stopWithin } from './support/apps';
 import { eventually } from './support/eventually';
 import { OrdersDb } from './support/orders-db';
 import { privateDatabases } from './support/private-stack';
@@ -51,17 +51,7 @@ describe('a shutdown stops a receipt sweep between two batches', () => {
           )
         ).rows[0].n;
       await eventually(sweeping, (n) => n > 0, { timeoutMs: 15_000, intervalMs: 20, what: 'the API sweeping receipts' });
-      const exited = api.stop('SIGTERM');
-      let timer: NodeJS.Timeout | undefined;
-      const outcome = await Promise.race([
-        exited,
-        new Promise((resolve) => (timer = setTimeout(() => resolve('still running'), EXIT_WITHIN_MS))),
-      ]);
-      clearTimeout(timer);
-      expect({ outcome, deadline: /shutdown did not finish/.test(api.output()) }).toEqual({
-        outcome: { code: null, signal: 'SIGTERM' },
-        deadline: false,
-      });
+      expect(await stopWithin(api, EXIT_WITHIN_MS)).toEqual({ outcome: { code: null, signal: 'SIGTERM' }, deadline: false });
       const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM idempotency_receipts`);
       expect(rows[0].n).toBeGreaterThan(0);
     } finally {

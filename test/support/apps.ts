@@ -42,6 +42,20 @@ export interface StartOptions {
   launcher?: string[];
 }
 
+/**
+ * Sends SIGTERM and waits at most `withinMs` for the process to end: how it ended ('still running' if it
+ * had not), and whether it logged that its shutdown ran into SHUTDOWN_TIMEOUT_SECONDS.
+ */
+export async function stopWithin(app: RunningApp, withinMs: number): Promise<{ outcome: Exit | 'still running'; deadline: boolean }> {
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    app.stop('SIGTERM'),
+    new Promise<'still running'>((resolve) => (timer = setTimeout(() => resolve('still running'), withinMs))),
+  ]);
+  clearTimeout(timer);
+  return { outcome, deadline: /shutdown did not finish/.test(app.output()) };
+}
+
 /** Runs an app's real entry point from source as its own process, on a free port, and waits until it is live. */
 export async function startApp(app: AppName, env: Record<string, string> = {}, options: StartOptions = {}): Promise<RunningApp> {
   // A port is free when chosen and taken only when the app listens; should another process take it
