@@ -1,7 +1,7 @@
 import { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
-import { backoffDelay, keepLateConnectionErrorsFromCrashing } from '@app/platform';
+import { Backoff, backoffDelay, keepLateConnectionErrorsFromCrashing, LoopWaits } from '@app/platform';
 import { DeadLetterPublisher } from './dead-letter-publisher';
 import { DeadLettering, logFields, PartitionTurn, pause } from './dead-lettering';
 import { failureKind } from './failure-kind';
@@ -81,9 +81,10 @@ export class InboxConsumer {
   private sweepTimer?: NodeJS.Timeout;
   private sweeping = false;
   private stopped = false;
-  /** Crashes since the last batch that ran to its end: how long to wait before starting again. */
-  private crashes = 0;
-  private wake?: () => void;
+  /** Counts crashes since the last batch that ran to its end: how long to wait before starting again. */
+  private readonly crashes = new Backoff(START_BACKOFF);
+  /** Waits before starting (again); `stop()` ends them, and every later one at once. */
+  private readonly waits = new LoopWaits();
 
   constructor(private readonly options: InboxConsumerOptions) {}
 
@@ -103,7 +104,7 @@ export class InboxConsumer {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);
-    this.wake?.();
+    this.waits.stop();
     await this.starting;
     await this.disconnect();
   }
@@ -118,7 +119,7 @@ export class InboxConsumer {
         const delay = backoffDelay(attempt, START_BACKOFF);
         this.options.logger.warn({ err: error, retryInMs: delay }, 'cannot start consuming yet; retrying');
         await this.disconnect().catch(() => undefined);
-        await this.sleep(delay);
+        await this.waits.wait(delay, 'backoff');
       }
     }
   }
@@ -131,25 +132,13 @@ export class InboxConsumer {
    */
   private startAgainAfterCrash(error: Error): void {
     if (this.stopped) return;
-    this.crashes++;
-    const delay = backoffDelay(this.crashes, START_BACKOFF);
+    const delay = this.crashes.next();
     this.options.logger.error({ consumer: this.options.name, err: error, retryInMs: delay }, 'consumer crashed; starting it again');
     this.starting = (async () => {
       await this.disconnect().catch(() => undefined);
-      await this.sleep(delay);
+      await this.waits.wait(delay, 'backoff');
       await this.startWhenKafkaAnswers();
     })();
-  }
-
-  /** Waits `ms`, or less when the consumer stops. */
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   }
 
   /** One sweep at a time: a sweep runs until nothing past the retention is left, which may outlast its interval. */
@@ -242,7 +231,7 @@ export class InboxConsumer {
       await heartbeat();
     }
     this.options.onLag?.(batch.topic, batch.partition, Number(batch.offsetLag()));
-    this.crashes = 0;
+    this.crashes.reset();
   }
 
   /**

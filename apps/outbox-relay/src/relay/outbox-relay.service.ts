@@ -70,8 +70,6 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
   private cleanupTimer?: NodeJS.Timeout;
   private cleaning = false;
   private heartbeatTimer?: NodeJS.Timeout;
-  /** Since the last failure, until a loop round succeeds: no heartbeat then, so peers take the shards of an instance that cannot publish. */
-  private inOutage = false;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -143,10 +141,8 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
         this.metrics.ownedShards.set(this.ownership.shards().length);
         const claimed = await this.publishBacklog(session);
         this.backoff.reset();
-        this.inOutage = false;
         if (claimed < this.settings.batchSize) await this.waits.wait(this.settings.pollMs, 'work');
       } catch (error) {
-        this.inOutage = true;
         // kafkajs errors mean the broker; anything else went wrong on the database side.
         const kafka = error instanceof KafkaJSError && !this.session?.lost;
         this.metrics.failures.inc({ cause: kafka ? 'kafka' : 'database' });
@@ -335,9 +331,12 @@ export class OutboxRelay implements OnApplicationBootstrap, BeforeApplicationShu
     await session?.close().catch((error) => this.logger.warn({ err: error }, 'closing the relay session failed'));
   }
 
-  /** The timer's heartbeat (ShardOwnership.beat), while the loop is not in an outage; a failed one is the next one's to make. */
+  /**
+   * The timer's heartbeat (ShardOwnership.beat), except in an outage (from a failure until a loop round
+   * succeeds): peers then take the shards of an instance that cannot publish. A failed beat is the next one's to make.
+   */
   private async beat(): Promise<void> {
-    if (this.stopping || this.inOutage || !this.session || this.session.lost) return;
+    if (this.stopping || this.backoff.failing || !this.session || this.session.lost) return;
     await this.ownership.beat(this.dataSource.manager).catch((error) => this.logger.debug({ err: error }, 'heartbeat failed'));
   }
 

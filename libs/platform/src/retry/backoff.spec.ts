@@ -9,6 +9,15 @@ describe('backoff', () => {
     expect(top.next()).toBe(100);
   });
 
+  it('is failing from a failure until the next reset', () => {
+    const backoff = new Backoff({ minMs: 100, maxMs: 1_000 });
+    expect(backoff.failing).toBe(false);
+    backoff.next();
+    expect(backoff.failing).toBe(true);
+    backoff.reset();
+    expect(backoff.failing).toBe(false);
+  });
+
   it('jitters between the minimum and the current ceiling', () => {
     const bottom = new Backoff({ minMs: 100, maxMs: 1_000, random: () => 0 });
     expect([bottom.next(), bottom.next(), bottom.next()]).toEqual([100, 100, 100]);

@@ -29,4 +29,9 @@ export class Backoff {
   reset(): void {
     this.failures = 0;
   }
+
+  /** Whether a failure came since the last `reset()`: the loop is in an outage. */
+  get failing(): boolean {
+    return this.failures > 0;
+  }
 }
