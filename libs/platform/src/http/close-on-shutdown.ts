@@ -10,6 +10,10 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 export function closeConnectionsOnShutdown(server: Server): void {
   const inFlight = new Set<ServerResponse>();
   let closing = false;
+  // One listener for every response, none made per request: this runs on every request's path.
+  const answered = function (this: ServerResponse) {
+    inFlight.delete(this);
+  };
   // Ahead of Express, so that the header is set before any route can answer.
   server.prependListener('request', (_request: IncomingMessage, response: ServerResponse) => {
     if (closing) {
@@ -17,7 +21,7 @@ export function closeConnectionsOnShutdown(server: Server): void {
       return;
     }
     inFlight.add(response);
-    response.once('close', () => inFlight.delete(response));
+    response.on('close', answered); // `on`: a response closes once, and `once` would wrap the listener per request
   });
   const close = () => {
     closing = true;
