@@ -9,7 +9,7 @@ import { postgresOptions } from '@app/platform';
 import { eventually } from './support/eventually';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { testKafka, uniqueTopic } from './support/kafka';
-import { searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { testEnv } from './support/test-env';
 
 /**
@@ -70,51 +70,55 @@ describe('a consumer that crashes starts again', () => {
     return { name, topic, consumer, seen };
   }
 
-  it('every message is applied once and reported, however many crashes come first', async () => {
-    // More messages than crashes: each is first handled in a batch of its own, so consuming goes on after the last crash.
-    const plans = fc
-      .integer({ min: 1, max: 3 })
-      .chain((crashes) => fc.tuple(fc.integer({ min: crashes + 1, max: 8 }), fc.constant(crashes)));
-    await fc.assert(
-      fc.asyncProperty(plans, async ([count, crashes]) => {
-        const { name, topic, consumer, seen } = await crashingConsumer(crashes);
-        const ids = Array.from({ length: count }, () => randomUUID());
-        try {
-          await consumer.run();
-          for (const [i, id] of ids.entries()) {
-            // Each once the one before was reported: a batch each, so crashes land between messages.
-            await producer.send({
-              topic,
-              acks: -1,
-              messages: [{ key: id, value: '{}', headers: { [Headers.messageId]: id, [Headers.eventType]: 'Test' } }],
-            });
+  it(
+    'every message is applied once and reported, however many crashes come first',
+    async () => {
+      // More messages than crashes: each is first handled in a batch of its own, so consuming goes on after the last crash.
+      const plans = fc
+        .integer({ min: 1, max: 3 })
+        .chain((crashes) => fc.tuple(fc.integer({ min: crashes + 1, max: 8 }), fc.constant(crashes)));
+      await fc.assert(
+        fc.asyncProperty(plans, async ([count, crashes]) => {
+          const { name, topic, consumer, seen } = await crashingConsumer(crashes);
+          const ids = Array.from({ length: count }, () => randomUUID());
+          try {
+            await consumer.run();
+            for (const [i, id] of ids.entries()) {
+              // Each once the one before was reported: a batch each, so crashes land between messages.
+              await producer.send({
+                topic,
+                acks: -1,
+                messages: [{ key: id, value: '{}', headers: { [Headers.messageId]: id, [Headers.eventType]: 'Test' } }],
+              });
+              await eventually(
+                () => seen.reported.has(id),
+                (reported) => reported,
+                {
+                  timeoutMs: 30_000,
+                  what: `message ${i + 1} of ${count} reported (the first ${crashes} lag reports throwing, ${seen.lagReports} made)`,
+                },
+              );
+            }
+            const { rows } = await db.pool.query('SELECT message_id, outcome FROM inbox_messages WHERE consumer = $1', [name]);
+            expect(rows.map((row: { message_id: string }) => row.message_id).sort()).toEqual([...ids].sort());
+            expect(rows.every((row: { outcome: string }) => row.outcome === 'applied')).toBe(true);
+            expect([...seen.reported.values()].every((outcome) => outcome === 'applied')).toBe(true);
+            // The last batch's lag report comes after its messages' outcomes.
             await eventually(
-              () => seen.reported.has(id),
-              (reported) => reported,
-              {
-                timeoutMs: 30_000,
-                what: `message ${i + 1} of ${count} reported (the first ${crashes} lag reports throwing, ${seen.lagReports} made)`,
-              },
+              () => seen.lagReports,
+              (reports) => reports > crashes,
+              { what: `a batch ending well after the ${crashes} crashes` },
             );
+          } finally {
+            await consumer.stop();
+            // Nothing of it stays for the suites after: `outbox:replay`'s guard reads every consumer's retention.
+            await db.pool.query('DELETE FROM inbox_consumers WHERE consumer = $1', [name]);
+            await db.pool.query('DELETE FROM inbox_messages WHERE consumer = $1', [name]);
           }
-          const { rows } = await db.pool.query('SELECT message_id, outcome FROM inbox_messages WHERE consumer = $1', [name]);
-          expect(rows.map((row: { message_id: string }) => row.message_id).sort()).toEqual([...ids].sort());
-          expect(rows.every((row: { outcome: string }) => row.outcome === 'applied')).toBe(true);
-          expect([...seen.reported.values()].every((outcome) => outcome === 'applied')).toBe(true);
-          // The last batch's lag report comes after its messages' outcomes.
-          await eventually(
-            () => seen.lagReports,
-            (reports) => reports > crashes,
-            { what: `a batch ending well after the ${crashes} crashes` },
-          );
-        } finally {
-          await consumer.stop();
-          // Nothing of it stays for the suites after: `outbox:replay`'s guard reads every consumer's retention.
-          await db.pool.query('DELETE FROM inbox_consumers WHERE consumer = $1', [name]);
-          await db.pool.query('DELETE FROM inbox_messages WHERE consumer = $1', [name]);
-        }
-      }),
-      searchSettings({ fast: 3, long: 20 }),
-    );
-  }, 180_000);
+        }),
+        searchSettings({ fast: 3, long: 20 }),
+      );
+    },
+    searchTimeout(180_000),
+  );
 });

@@ -7,7 +7,7 @@ import { eventually } from './support/eventually';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { ensureServiceTopics, orderEventMessage, servicePartitionOf, testKafka } from './support/kafka';
-import { searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 
 /**
  * Kafka lets a record header have no value (length -1: Java's `new RecordHeader("x", null)`), and
@@ -71,46 +71,50 @@ describe('a header without a value never stops a consumer', () => {
     return rows as { outcome: string }[];
   }
 
-  it('the message is recorded and the messages behind it are applied, on its partition and another', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.subarray(HEADERS, { minLength: 1 }), async (nulled) => {
-        const event = orderPlaced(tenantId);
-        const message = orderEventMessage(event);
-        for (const name of nulled) message.headers![name] = null as unknown as string;
-        const partition = servicePartitionOf(event.key);
-        const behind = orderPlaced(tenantId);
-        let elsewhere = orderPlaced(tenantId);
-        while (servicePartitionOf(elsewhere.key) === partition) elsewhere = orderPlaced(tenantId);
-        const metas = await sendWithNullHeaders(producer, [
-          { partition, ...message },
-          { partition, ...orderEventMessage(behind) },
-          { partition: servicePartitionOf(elsewhere.key), ...orderEventMessage(elsewhere) },
-        ]);
+  it(
+    'the message is recorded and the messages behind it are applied, on its partition and another',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.subarray(HEADERS, { minLength: 1 }), async (nulled) => {
+          const event = orderPlaced(tenantId);
+          const message = orderEventMessage(event);
+          for (const name of nulled) message.headers![name] = null as unknown as string;
+          const partition = servicePartitionOf(event.key);
+          const behind = orderPlaced(tenantId);
+          let elsewhere = orderPlaced(tenantId);
+          while (servicePartitionOf(elsewhere.key) === partition) elsewhere = orderPlaced(tenantId);
+          const metas = await sendWithNullHeaders(producer, [
+            { partition, ...message },
+            { partition, ...orderEventMessage(behind) },
+            { partition: servicePartitionOf(elsewhere.key), ...orderEventMessage(elsewhere) },
+          ]);
 
-        const shipments = await eventually(
-          () => db.shipments(tenantId),
-          (rows) => [behind, elsewhere].every((e) => rows.some((row) => row.message_id === e.messageId)),
-          { timeoutMs: BOUND_MS, what: `the shipments of the OrderPlaced events behind a null ${nulled.join(', ')}` },
-        ).catch((error: Error) => {
-          const crash = app!.output().match(/Crash: [^\n]{0,300}/)?.[0] ?? 'no crash logged';
-          throw new Error(`${error.message}\nfulfillment: ${crash}`);
-        });
-        const [row] = await eventually(
-          () => inboxAt(partition, metas.find((meta) => meta.partition === partition)!.baseOffset!),
-          (rows) => rows.length === 1,
-          { what: 'the message with null headers recorded' },
-        );
-        // Only what the consumer reads decides: without a message-id it is malformed; an extra header changes nothing.
-        if (nulled.includes(Headers.messageId)) expect(row.outcome).toBe('dead-lettered');
-        if (nulled.every((name) => name === 'x-note' || name === Headers.aggregateId || name === Headers.occurredAt)) {
-          expect(row.outcome).toBe('applied');
-          expect(shipments.some((s) => s.message_id === event.messageId)).toBe(true);
-        }
-      }),
-      {
-        ...searchSettings<[string[]]>({ fast: 8, long: 40 }),
-        examples: [[['x-note']], [[Headers.messageId]]],
-      },
-    );
-  }, 240_000);
+          const shipments = await eventually(
+            () => db.shipments(tenantId),
+            (rows) => [behind, elsewhere].every((e) => rows.some((row) => row.message_id === e.messageId)),
+            { timeoutMs: BOUND_MS, what: `the shipments of the OrderPlaced events behind a null ${nulled.join(', ')}` },
+          ).catch((error: Error) => {
+            const crash = app!.output().match(/Crash: [^\n]{0,300}/)?.[0] ?? 'no crash logged';
+            throw new Error(`${error.message}\nfulfillment: ${crash}`);
+          });
+          const [row] = await eventually(
+            () => inboxAt(partition, metas.find((meta) => meta.partition === partition)!.baseOffset!),
+            (rows) => rows.length === 1,
+            { what: 'the message with null headers recorded' },
+          );
+          // Only what the consumer reads decides: without a message-id it is malformed; an extra header changes nothing.
+          if (nulled.includes(Headers.messageId)) expect(row.outcome).toBe('dead-lettered');
+          if (nulled.every((name) => name === 'x-note' || name === Headers.aggregateId || name === Headers.occurredAt)) {
+            expect(row.outcome).toBe('applied');
+            expect(shipments.some((s) => s.message_id === event.messageId)).toBe(true);
+          }
+        }),
+        {
+          ...searchSettings<[string[]]>({ fast: 8, long: 40 }),
+          examples: [[['x-note']], [[Headers.messageId]]],
+        },
+      );
+    },
+    searchTimeout(240_000),
+  );
 });

@@ -8,7 +8,7 @@ import { FulfillmentDb } from './support/fulfillment-db';
 import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { ensureServiceTopics, orderEventMessage, servicePartitionOf, testKafka } from './support/kafka';
 import { json, ops } from './support/ops-cli';
-import { LONG_RUN, searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 
 /**
  * PostgreSQL refuses a NUL in text (22021) and `\u0000` in jsonb (22P05). A message on a consumed topic
@@ -164,28 +164,32 @@ describe('a NUL in a message never stalls its partition', () => {
         SEARCH,
       );
     },
-    LONG_RUN ? 30 * 60_000 : 240_000,
+    searchTimeout(240_000),
   );
 
-  it('ops dlq:list shows every dead-lettered poison with its coordinates', async () => {
-    const deadLettered = poisoned.filter((p) => expectedOutcome(p.places) === 'dead-lettered');
-    expect(deadLettered.length).toBeGreaterThan(0);
-    const listed = json(await ops(['dlq:list', '--consumer', 'fulfillment', '--since', since, '--limit', '1000', '--json'])) as {
-      messageId: string;
-      hasMessageId: boolean;
-      partition: number;
-      offset: string;
-      eventType: string | null;
-    }[];
-    for (const poison of deadLettered) {
-      expect(listed.find((row) => row.messageId === poison.messageId)).toMatchObject({
-        hasMessageId: !poison.places.includes('message-id'),
-        partition: poison.partition,
-        offset: poison.offset,
-        eventType: poison.headers[Headers.eventType].replaceAll('\u0000', '\ufffd'),
-      });
-    }
-  }, 60_000);
+  it(
+    'ops dlq:list shows every dead-lettered poison with its coordinates',
+    async () => {
+      const deadLettered = poisoned.filter((p) => expectedOutcome(p.places) === 'dead-lettered');
+      expect(deadLettered.length).toBeGreaterThan(0);
+      const listed = json(await ops(['dlq:list', '--consumer', 'fulfillment', '--since', since, '--limit', '1000', '--json'])) as {
+        messageId: string;
+        hasMessageId: boolean;
+        partition: number;
+        offset: string;
+        eventType: string | null;
+      }[];
+      for (const poison of deadLettered) {
+        expect(listed.find((row) => row.messageId === poison.messageId)).toMatchObject({
+          hasMessageId: !poison.places.includes('message-id'),
+          partition: poison.partition,
+          offset: poison.offset,
+          eventType: poison.headers[Headers.eventType].replaceAll('\u0000', '\ufffd'),
+        });
+      }
+    },
+    searchTimeout(60_000),
+  );
 
   it('ops dlq:redrive publishes each one again byte for byte as it came, plus its redrive-id', async () => {
     const redrivable = poisoned.filter((p) => expectedOutcome(p.places) === 'dead-lettered' && !p.places.includes('message-id'));

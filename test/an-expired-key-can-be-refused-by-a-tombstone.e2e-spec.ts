@@ -6,6 +6,7 @@ import { eventually } from './support/eventually';
 import { HttpResult } from './support/http';
 import { json, ops } from './support/ops-cli';
 import { OrdersDb } from './support/orders-db';
+import { searchSettings, searchTimeout } from './support/search';
 
 const RETENTION_SECONDS = 1;
 /**
@@ -193,156 +194,156 @@ describe('with IDEMPOTENCY_TOMBSTONE_SECONDS_<OPERATION>, an expired key is refu
    * always if answered before it ended; after it, at most one execution (exactly one if any retry was
    * sent after the end) and every other answer a replay of it or a 422 for other fields.
    */
-  it('random late retries, racing bursts and sweeps: refused until the tombstone ends, then exactly one new execution', async () => {
-    const fieldsArb = fc.record({ sku: fc.constantFrom('A', 'B'), quantity: fc.integer({ min: 1, max: 3 }) });
-    const scenario = fc.record({
-      fields: fieldsArb,
-      /** Late retries: when inside the tombstone (0 = its start, 1 = its end), and whether with the first fields. */
-      during: fc.array(fc.record({ at: fc.double({ min: 0, max: 1, noNaN: true }), same: fc.boolean() }), { minLength: 1, maxLength: 4 }),
-      /** The burst: ms from the tombstone's end (negative: just before), and per retry whether with the first fields. */
-      burst: fc.record({ offsetMs: fc.integer({ min: -150, max: 400 }), same: fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }) }),
-    });
-    const run = fc.record({
-      keys: fc.array(scenario, { minLength: 1, maxLength: 3 }),
-      /** Sweeps in the tombstone and after it: the first compacts, the second deletes (the burst then inserts, not reclaims). */
-      sweeps: fc.record({
-        during: fc.option(fc.double({ min: 0, max: 1, noNaN: true })),
-        afterMs: fc.option(fc.integer({ min: 0, max: 300 })),
-      }),
-    });
-    const other = (f: Fields): Fields => ({ sku: f.sku, quantity: f.quantity + 10 });
+  it(
+    'random late retries, racing bursts and sweeps: refused until the tombstone ends, then exactly one new execution',
+    async () => {
+      const fieldsArb = fc.record({ sku: fc.constantFrom('A', 'B'), quantity: fc.integer({ min: 1, max: 3 }) });
+      const scenario = fc.record({
+        fields: fieldsArb,
+        /** Late retries: when inside the tombstone (0 = its start, 1 = its end), and whether with the first fields. */
+        during: fc.array(fc.record({ at: fc.double({ min: 0, max: 1, noNaN: true }), same: fc.boolean() }), { minLength: 1, maxLength: 4 }),
+        /** The burst: ms from the tombstone's end (negative: just before), and per retry whether with the first fields. */
+        burst: fc.record({ offsetMs: fc.integer({ min: -150, max: 400 }), same: fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }) }),
+      });
+      const run = fc.record({
+        keys: fc.array(scenario, { minLength: 1, maxLength: 3 }),
+        /** Sweeps in the tombstone and after it: the first compacts, the second deletes (the burst then inserts, not reclaims). */
+        sweeps: fc.record({
+          during: fc.option(fc.double({ min: 0, max: 1, noNaN: true })),
+          afterMs: fc.option(fc.integer({ min: 0, max: 300 })),
+        }),
+      });
+      const other = (f: Fields): Fields => ({ sku: f.sku, quantity: f.quantity + 10 });
 
-    await fc.assert(
-      fc.asyncProperty(run, async ({ keys, sweeps }) => {
-        const { tenantId, apiKey } = await db.tenant();
-        const client = new ApiClientSession(suite.api.url, apiKey);
-        const firsts = await Promise.all(keys.map((k, i) => client.createOrder(`k${i}`, k.fields)));
-        expect(firsts.map((r) => r.status)).toEqual(keys.map(() => 201));
-        const receipts = await Promise.all(keys.map((_, i) => lookup(client, `k${i}`)));
-        // Local times: the receipt's database times moved to this process's clock.
-        const local = receipts.map((r) => ({
-          expiresAt: Date.parse(r.expiresAt) - clock.offset,
-          ends: Date.parse(r.tombstoneUntil) - clock.offset,
-        }));
-        const windowStart = Math.max(...local.map((t) => t.expiresAt)) + clock.slack + 20;
-        const windowEnd = Math.min(...local.map((t) => t.ends)) - clock.slack - 300;
-        const lastEnd = Math.max(...local.map((t) => t.ends));
+      await fc.assert(
+        fc.asyncProperty(run, async ({ keys, sweeps }) => {
+          const { tenantId, apiKey } = await db.tenant();
+          const client = new ApiClientSession(suite.api.url, apiKey);
+          const firsts = await Promise.all(keys.map((k, i) => client.createOrder(`k${i}`, k.fields)));
+          expect(firsts.map((r) => r.status)).toEqual(keys.map(() => 201));
+          const receipts = await Promise.all(keys.map((_, i) => lookup(client, `k${i}`)));
+          // Local times: the receipt's database times moved to this process's clock.
+          const local = receipts.map((r) => ({
+            expiresAt: Date.parse(r.expiresAt) - clock.offset,
+            ends: Date.parse(r.tombstoneUntil) - clock.offset,
+          }));
+          const windowStart = Math.max(...local.map((t) => t.expiresAt)) + clock.slack + 20;
+          const windowEnd = Math.min(...local.map((t) => t.ends)) - clock.slack - 300;
+          const lastEnd = Math.max(...local.map((t) => t.ends));
 
-        type Sent = { fields: Fields; sentAt: number; receivedAt: number; response: HttpResult };
-        const send = async (key: number, fields: Fields, at: number): Promise<Sent> => {
-          await until(at);
-          const sentAt = Date.now();
-          const response = await client.createOrder(`k${key}`, fields);
-          return { fields, sentAt, receivedAt: Date.now(), response };
-        };
-        const sweptAt: number[] = [];
-        const sweepAt = async (at: number) => {
-          await until(at);
-          const connection = await db.pool.connect();
-          try {
-            await sweepExpiredReceipts(connection);
-          } finally {
-            connection.release();
-          }
-          const finishedAt = Date.now();
-          sweptAt.push(finishedAt);
-          // A sweep that ended inside every tombstone compacted each row and deleted none.
-          if (finishedAt < windowEnd) {
-            for (const [i, first] of firsts.entries()) {
-              const row = await storedReceipt(db, tenantId, `k${i}`);
-              expect({ key: i, row }).toEqual({
-                key: i,
-                row: expect.objectContaining({
-                  response_status: 201,
-                  response_body: null,
-                  response_headers: null,
-                  effect_id: first.body.id,
-                }),
-              });
+          type Sent = { fields: Fields; sentAt: number; receivedAt: number; response: HttpResult };
+          const send = async (key: number, fields: Fields, at: number): Promise<Sent> => {
+            await until(at);
+            const sentAt = Date.now();
+            const response = await client.createOrder(`k${key}`, fields);
+            return { fields, sentAt, receivedAt: Date.now(), response };
+          };
+          const sweptAt: number[] = [];
+          const sweepAt = async (at: number) => {
+            await until(at);
+            const connection = await db.pool.connect();
+            try {
+              await sweepExpiredReceipts(connection);
+            } finally {
+              connection.release();
             }
-          }
-        };
-
-        // Sweeps run beside the retries, at their own moments.
-        const sweeping = Promise.all([
-          sweeps.during === null ? undefined : sweepAt(windowStart + sweeps.during * (windowEnd - windowStart)),
-          sweeps.afterMs === null ? undefined : sweepAt(lastEnd + clock.slack + sweeps.afterMs),
-        ]);
-        const sent = await Promise.all(
-          keys.map(async (k, i) => {
-            const during = k.during.map((d) =>
-              send(i, d.same ? k.fields : other(k.fields), windowStart + d.at * (windowEnd - windowStart)),
-            );
-            const burst = k.burst.same.map((same) => send(i, same ? k.fields : other(k.fields), local[i].ends + k.burst.offsetMs));
-            return Promise.all([...during, ...burst]);
-          }),
-        );
-        await sweeping;
-
-        let executions = 0;
-        let stored = 0;
-        for (const i of keys.keys()) {
-          const ends = local[i].ends;
-          const answers = sent[i];
-          const show = () =>
-            answers
-              .map(
-                (s) =>
-                  `${s.sentAt - ends}ms..${s.receivedAt - ends}ms ${JSON.stringify(s.fields)} -> ${s.response.status} ${s.response.text}`,
-              )
-              .join('\n');
-          const executed = answers.filter((s) => s.response.status === 201 && s.response.headers['idempotent-replayed'] === undefined);
-          if (executed.length > 1) throw new Error(`k${i} executed ${executed.length} times after its tombstone:\n${show()}`);
-          const execution = executed[0];
-          for (const s of answers) {
-            const why = `k${i}: ${s.sentAt - ends}ms..${s.receivedAt - ends}ms from the tombstone's end -> ${s.response.status} ${s.response.text}\n${show()}`;
-            if (s.response.body?.type === KEY_EXPIRED) {
-              if (s.sentAt >= ends + clock.slack) throw new Error(`refused although sent after the tombstone ended: ${why}`);
-              expectKeyExpired(s.response, receipts[i]);
-            } else if (s.receivedAt < ends - clock.slack) {
-              throw new Error(`not refused although answered inside the tombstone: ${why}`);
-            } else if (s === execution) {
-              expect(s.response.body).toMatchObject({ ...s.fields, status: 'placed' });
-              expect(s.response.body.id).not.toBe(firsts[i].body.id);
-            } else if (s.response.status === 201) {
-              if (
-                !execution ||
-                s.response.body.id !== execution.response.body.id ||
-                JSON.stringify(s.fields) !== JSON.stringify(execution.fields)
-              ) {
-                throw new Error(`a replay of something other than the one new execution: ${why}`);
+            const finishedAt = Date.now();
+            sweptAt.push(finishedAt);
+            // A sweep that ended inside every tombstone compacted each row and deleted none.
+            if (finishedAt < windowEnd) {
+              for (const [i, first] of firsts.entries()) {
+                const row = await storedReceipt(db, tenantId, `k${i}`);
+                expect({ key: i, row }).toEqual({
+                  key: i,
+                  row: expect.objectContaining({
+                    response_status: 201,
+                    response_body: null,
+                    response_headers: null,
+                    effect_id: first.body.id,
+                  }),
+                });
               }
-            } else if (s.response.status !== 422 || s.response.body?.type !== '/problems/idempotency-key-reused' || !execution) {
-              throw new Error(`unexpected answer: ${why}`);
             }
-          }
-          if (answers.some((s) => s.sentAt >= ends + clock.slack) && !execution)
-            throw new Error(`sent after the tombstone, yet nothing executed:\n${show()}`);
-          executions += executed.length;
+          };
 
-          // The receipt: the new execution's; or, without one, the first's, unless a sweep after the tombstone deleted it.
-          const row = await storedReceipt(db, tenantId, `k${i}`);
-          if (execution) expect({ key: i, effect: row?.effect_id }).toEqual({ key: i, effect: execution.response.body.id });
-          else if (row) expect({ key: i, effect: row.effect_id }).toEqual({ key: i, effect: firsts[i].body.id });
-          else if (!sweptAt.some((at) => at >= ends - clock.slack))
-            throw new Error(`k${i}'s receipt is gone, yet no sweep ran after its tombstone`);
-          if (row) stored++;
-        }
-        expect(await db.counts(tenantId)).toEqual({
-          orders: keys.length + executions,
-          receipts: stored,
-          outbox: keys.length + executions,
-        });
-      }),
-      {
-        numRuns: 3,
-        // Each run takes seconds of real time: report the failing run as it is, without shrinking it.
-        endOnFailure: true,
-        ...(process.env.FC_SEED && { seed: Number(process.env.FC_SEED) }),
-        ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
-      },
-    );
-  }, 120_000);
+          // Sweeps run beside the retries, at their own moments.
+          const sweeping = Promise.all([
+            sweeps.during === null ? undefined : sweepAt(windowStart + sweeps.during * (windowEnd - windowStart)),
+            sweeps.afterMs === null ? undefined : sweepAt(lastEnd + clock.slack + sweeps.afterMs),
+          ]);
+          const sent = await Promise.all(
+            keys.map(async (k, i) => {
+              const during = k.during.map((d) =>
+                send(i, d.same ? k.fields : other(k.fields), windowStart + d.at * (windowEnd - windowStart)),
+              );
+              const burst = k.burst.same.map((same) => send(i, same ? k.fields : other(k.fields), local[i].ends + k.burst.offsetMs));
+              return Promise.all([...during, ...burst]);
+            }),
+          );
+          await sweeping;
+
+          let executions = 0;
+          let stored = 0;
+          for (const i of keys.keys()) {
+            const ends = local[i].ends;
+            const answers = sent[i];
+            const show = () =>
+              answers
+                .map(
+                  (s) =>
+                    `${s.sentAt - ends}ms..${s.receivedAt - ends}ms ${JSON.stringify(s.fields)} -> ${s.response.status} ${s.response.text}`,
+                )
+                .join('\n');
+            const executed = answers.filter((s) => s.response.status === 201 && s.response.headers['idempotent-replayed'] === undefined);
+            if (executed.length > 1) throw new Error(`k${i} executed ${executed.length} times after its tombstone:\n${show()}`);
+            const execution = executed[0];
+            for (const s of answers) {
+              const why = `k${i}: ${s.sentAt - ends}ms..${s.receivedAt - ends}ms from the tombstone's end -> ${s.response.status} ${s.response.text}\n${show()}`;
+              if (s.response.body?.type === KEY_EXPIRED) {
+                if (s.sentAt >= ends + clock.slack) throw new Error(`refused although sent after the tombstone ended: ${why}`);
+                expectKeyExpired(s.response, receipts[i]);
+              } else if (s.receivedAt < ends - clock.slack) {
+                throw new Error(`not refused although answered inside the tombstone: ${why}`);
+              } else if (s === execution) {
+                expect(s.response.body).toMatchObject({ ...s.fields, status: 'placed' });
+                expect(s.response.body.id).not.toBe(firsts[i].body.id);
+              } else if (s.response.status === 201) {
+                if (
+                  !execution ||
+                  s.response.body.id !== execution.response.body.id ||
+                  JSON.stringify(s.fields) !== JSON.stringify(execution.fields)
+                ) {
+                  throw new Error(`a replay of something other than the one new execution: ${why}`);
+                }
+              } else if (s.response.status !== 422 || s.response.body?.type !== '/problems/idempotency-key-reused' || !execution) {
+                throw new Error(`unexpected answer: ${why}`);
+              }
+            }
+            if (answers.some((s) => s.sentAt >= ends + clock.slack) && !execution)
+              throw new Error(`sent after the tombstone, yet nothing executed:\n${show()}`);
+            executions += executed.length;
+
+            // The receipt: the new execution's; or, without one, the first's, unless a sweep after the tombstone deleted it.
+            const row = await storedReceipt(db, tenantId, `k${i}`);
+            if (execution) expect({ key: i, effect: row?.effect_id }).toEqual({ key: i, effect: execution.response.body.id });
+            else if (row) expect({ key: i, effect: row.effect_id }).toEqual({ key: i, effect: firsts[i].body.id });
+            else if (!sweptAt.some((at) => at >= ends - clock.slack))
+              throw new Error(`k${i}'s receipt is gone, yet no sweep ran after its tombstone`);
+            if (row) stored++;
+          }
+          expect(await db.counts(tenantId)).toEqual({
+            orders: keys.length + executions,
+            receipts: stored,
+            outbox: keys.length + executions,
+          });
+        }),
+        {
+          ...searchSettings({ fast: 3, long: 20 }),
+        },
+      );
+    },
+    searchTimeout(120_000),
+  );
 });
 
 describe("the API's receipt sweeper with tombstones", () => {

@@ -20,6 +20,7 @@ import { http } from './support/http';
 
 const run = promisify(execFile);
 import { Fault, FaultProxy } from './support/fault-proxy';
+import { searchSettings } from './support/search';
 
 /** Faults on the way to the service and back. Those that reach the service leave the outcome unknown to the client. */
 const REACHES_SERVICE = new Set<Fault['kind']>(['pass', 'drop-reply', 'delay-reply', 'gateway-timeout']);
@@ -126,7 +127,7 @@ describe('the upstream client (libs/client) against the real API, through a prox
         });
         expect(await db.counts(tenantId)).toEqual({ orders: actions.length, receipts: 2 * actions.length, outbox: 2 * actions.length });
       }),
-      { numRuns: 6 },
+      searchSettings({ fast: 6, long: 40 }),
     );
   });
 

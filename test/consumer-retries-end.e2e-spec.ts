@@ -7,7 +7,7 @@ import { eventually } from './support/eventually';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { ensureServiceTopics, OrderEventInput, produceOrderEvent, testKafka } from './support/kafka';
-import { LONG_RUN, searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { testEnv } from './support/test-env';
 
 /**
@@ -76,7 +76,7 @@ function stream(tenantId: string, sku: string, shape: { before: number; after: b
 }
 
 const SEARCH = searchSettings({ fast: 3, long: 20 });
-const TIMEOUT_MS = LONG_RUN ? 30 * 60_000 : 240_000;
+const TIMEOUT_MS = searchTimeout(240_000);
 
 describe('retries that end', () => {
   const kafka = testKafka('consumer-retries-e2e');

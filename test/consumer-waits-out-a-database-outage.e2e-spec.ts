@@ -5,7 +5,7 @@ import { RunningApp } from './support/apps';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { appMetric, orderPlaced, startFulfillmentCaughtUp } from './support/fulfillment-consumer';
 import { ensureServiceTopics, produceOrderEvent, testKafka } from './support/kafka';
-import { LONG_RUN, searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { TcpProxy } from './support/tcp-proxy';
 import { testEnv } from './support/test-env';
 
@@ -108,6 +108,6 @@ describe('a database outage under a consumer', () => {
         searchSettings({ fast: 3, long: 25 }),
       );
     },
-    LONG_RUN ? 30 * 60_000 : 300_000,
+    searchTimeout(300_000),
   );
 });

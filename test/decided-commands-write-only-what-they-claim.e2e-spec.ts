@@ -6,6 +6,7 @@ import { eventually } from './support/eventually';
 import { HttpResult } from './support/http';
 import { OrdersDb } from './support/orders-db';
 import { testEnv } from './support/test-env';
+import { searchSettings } from './support/search';
 
 /**
  * An order without a customerRef is a decided command: its claim, receipt, order and OrderPlaced row
@@ -73,7 +74,7 @@ describe('decided commands write only what they claim', () => {
         const keys = winners.size;
         expect(await db.counts(tenantId)).toEqual({ orders: keys, receipts: keys, outbox: keys });
       }),
-      { numRuns: 15 },
+      searchSettings({ fast: 15, long: 100 }),
     );
   });
 

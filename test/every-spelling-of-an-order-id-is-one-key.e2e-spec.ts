@@ -7,6 +7,7 @@ import { ensureServiceTopics, testKafka } from './support/kafka';
 import { json, ops } from './support/ops-cli';
 import { ReadMessage, TopicReader } from './support/topic-reader';
 import { eventually } from './support/eventually';
+import { searchSettings, searchTimeout } from './support/search';
 
 /**
  * How a client may spell one hex digit or hyphen of an order id in a path: as it is, in the other
@@ -32,12 +33,10 @@ function spell(id: string, marks: Spelling[]): string {
 const upper = (marks: number) => Array.from<Spelling>({ length: 36 }).fill(marks ? 'other-case' : 'as-is');
 const everyOther: Spelling[] = Array.from({ length: 36 }, (_, i) => (i % 2 ? 'other-case' : 'as-is'));
 
-/** fast-check settings; FC_SEED and FC_PATH replay a reported failure. */
-const settings = (numRuns: number, examples: [Spelling[], Spelling[]][]): fc.Parameters<[Spelling[], Spelling[]]> => ({
-  numRuns,
+/** The search's settings (support/search.ts), with spellings every run tries first. */
+const settings = (examples: [Spelling[], Spelling[]][]): fc.Parameters<[Spelling[], Spelling[]]> => ({
+  ...searchSettings({ fast: 10, long: 80 }),
   examples,
-  ...(process.env.FC_SEED && { seed: Number(process.env.FC_SEED) }),
-  ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
 });
 
 /**
@@ -66,84 +65,94 @@ describe('one order, one Kafka key, whatever spelling of its id the client used'
       )
     ).rows;
 
-  it('cancelled through any accepted spelling: the canonical id in every answer, and one key and one partition on Kafka', async () => {
-    const { tenantId, apiKey } = await suite.db.tenant();
-    const client = new ApiClientSession(suite.api.url, apiKey);
-    const reader = new TopicReader(kafka, tenantId);
-    await reader.start();
-    const cancels: { id: string; key: string }[] = [];
-    try {
-      await fc.assert(
-        fc.asyncProperty(spelling, spelling, async (cancelWith, readWith) => {
-          const placed = await client.createOrder(`place-${randomUUID()}`, { sku: 'SKU-1', quantity: 1 });
-          expect(placed.status).toBe(201);
-          const id: string = placed.body.id;
-          expect(placed.headers.location).toBe(`/v1/orders/${id}`);
+  it(
+    'cancelled through any accepted spelling: the canonical id in every answer, and one key and one partition on Kafka',
+    async () => {
+      const { tenantId, apiKey } = await suite.db.tenant();
+      const client = new ApiClientSession(suite.api.url, apiKey);
+      const reader = new TopicReader(kafka, tenantId);
+      await reader.start();
+      const cancels: { id: string; key: string }[] = [];
+      try {
+        await fc.assert(
+          fc.asyncProperty(spelling, spelling, async (cancelWith, readWith) => {
+            const placed = await client.createOrder(`place-${randomUUID()}`, { sku: 'SKU-1', quantity: 1 });
+            expect(placed.status).toBe(201);
+            const id: string = placed.body.id;
+            expect(placed.headers.location).toBe(`/v1/orders/${id}`);
 
+            const key = `cancel-${randomUUID()}`;
+            const cancelled = await client.cancelOrder(spell(id, cancelWith), key, { reason: 'spelling' });
+            expect({ status: cancelled.status, id: cancelled.body.id }).toEqual({ status: 200, id });
+            const read = await client.get(`/v1/orders/${spell(id, readWith)}`);
+            expect({ status: read.status, id: read.body.id, state: read.body.status }).toEqual({ status: 200, id, state: 'cancelled' });
+            cancels.push({ id, key });
+          }),
+          settings([
+            [upper(1), upper(1)],
+            [everyOther, upper(0)],
+          ]),
+        );
+
+        const ofOrder = (messages: ReadMessage[], id: string) =>
+          messages.filter((m) => m.headers[Headers.aggregateId]?.toLowerCase() === id || m.value?.orderId?.toLowerCase() === id);
+        const read = await reader.until((messages) => cancels.every(({ id }) => ofOrder(messages, id).length >= 2), 90_000);
+        for (const { id, key } of cancels) {
+          const events = ofOrder(read, id);
+          expect(events.map((m) => [m.headers[Headers.eventType], m.key, m.headers[Headers.aggregateId], m.value.orderId])).toEqual([
+            [OrderEventTypes.placed, id, id, id],
+            [OrderEventTypes.cancelled, id, id, id],
+          ]);
+          // One partition, so every consumer sees OrderCancelled behind OrderPlaced.
+          expect(new Set(events.map((m) => m.partition)).size).toBe(1);
+          expect(BigInt(events[0].offset) < BigInt(events[1].offset)).toBe(true);
+
+          const rows = await outboxRows(id);
+          expect(rows.map((row) => [row.event_type, row.message_key, row.payload.orderId])).toEqual([
+            [OrderEventTypes.placed, id, id],
+            [OrderEventTypes.cancelled, id, id],
+          ]);
+          const receipt = await client.get(`/v1/idempotency-receipts/orders.cancel/${key}`);
+          expect(receipt.body.effect).toEqual({ type: 'order', id });
+        }
+      } finally {
+        await reader.stop();
+      }
+    },
+    searchTimeout(240_000),
+  );
+
+  it(
+    'a cancel retried with its order id spelt another way is the same request: replayed, never 422',
+    async () => {
+      const { tenantId, apiKey } = await suite.db.tenant();
+      const client = new ApiClientSession(suite.api.url, apiKey);
+      await fc.assert(
+        fc.asyncProperty(spelling, spelling, async (firstWith, retryWith) => {
+          const id: string = (await client.createOrder(`place-${randomUUID()}`, { sku: 'SKU-1', quantity: 1 })).body.id;
           const key = `cancel-${randomUUID()}`;
-          const cancelled = await client.cancelOrder(spell(id, cancelWith), key, { reason: 'spelling' });
-          expect({ status: cancelled.status, id: cancelled.body.id }).toEqual({ status: 200, id });
-          const read = await client.get(`/v1/orders/${spell(id, readWith)}`);
-          expect({ status: read.status, id: read.body.id, state: read.body.status }).toEqual({ status: 200, id, state: 'cancelled' });
-          cancels.push({ id, key });
+          const first = await client.cancelOrder(spell(id, firstWith), key, { reason: 'retry' });
+          expect(first.status).toBe(200);
+          const retried = await client.cancelOrder(spell(id, retryWith), key, { reason: 'retry' });
+          expect({ status: retried.status, replayed: retried.headers['idempotent-replayed'] }).toEqual({ status: 200, replayed: 'true' });
+          expect(retried.text).toBe(first.text);
         }),
-        settings(10, [
-          [upper(1), upper(1)],
-          [everyOther, upper(0)],
+        settings([
+          [upper(1), upper(0)],
+          [everyOther, upper(1)],
         ]),
       );
-
-      const ofOrder = (messages: ReadMessage[], id: string) =>
-        messages.filter((m) => m.headers[Headers.aggregateId]?.toLowerCase() === id || m.value?.orderId?.toLowerCase() === id);
-      const read = await reader.until((messages) => cancels.every(({ id }) => ofOrder(messages, id).length >= 2), 90_000);
-      for (const { id, key } of cancels) {
-        const events = ofOrder(read, id);
-        expect(events.map((m) => [m.headers[Headers.eventType], m.key, m.headers[Headers.aggregateId], m.value.orderId])).toEqual([
-          [OrderEventTypes.placed, id, id, id],
-          [OrderEventTypes.cancelled, id, id, id],
-        ]);
-        // One partition, so every consumer sees OrderCancelled behind OrderPlaced.
-        expect(new Set(events.map((m) => m.partition)).size).toBe(1);
-        expect(BigInt(events[0].offset) < BigInt(events[1].offset)).toBe(true);
-
-        const rows = await outboxRows(id);
-        expect(rows.map((row) => [row.event_type, row.message_key, row.payload.orderId])).toEqual([
-          [OrderEventTypes.placed, id, id],
-          [OrderEventTypes.cancelled, id, id],
-        ]);
-        const receipt = await client.get(`/v1/idempotency-receipts/orders.cancel/${key}`);
-        expect(receipt.body.effect).toEqual({ type: 'order', id });
-      }
-    } finally {
-      await reader.stop();
-    }
-  }, 240_000);
-
-  it('a cancel retried with its order id spelt another way is the same request: replayed, never 422', async () => {
-    const { tenantId, apiKey } = await suite.db.tenant();
-    const client = new ApiClientSession(suite.api.url, apiKey);
-    await fc.assert(
-      fc.asyncProperty(spelling, spelling, async (firstWith, retryWith) => {
-        const id: string = (await client.createOrder(`place-${randomUUID()}`, { sku: 'SKU-1', quantity: 1 })).body.id;
-        const key = `cancel-${randomUUID()}`;
-        const first = await client.cancelOrder(spell(id, firstWith), key, { reason: 'retry' });
-        expect(first.status).toBe(200);
-        const retried = await client.cancelOrder(spell(id, retryWith), key, { reason: 'retry' });
-        expect({ status: retried.status, replayed: retried.headers['idempotent-replayed'] }).toEqual({ status: 200, replayed: 'true' });
-        expect(retried.text).toBe(first.text);
-      }),
-      settings(10, [
-        [upper(1), upper(0)],
-        [everyOther, upper(1)],
-      ]),
-    );
-    const { rows } = await suite.db.pool.query(`SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND event_type = $2`, [
-      tenantId,
-      OrderEventTypes.cancelled,
-    ]);
-    expect(rows[0].n).toBeGreaterThanOrEqual(2);
-    expect(rows[0].n).toBe((await suite.db.pool.query(`SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1`, [tenantId])).rows[0].n);
-  }, 120_000);
+      const { rows } = await suite.db.pool.query(
+        `SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND event_type = $2`,
+        [tenantId, OrderEventTypes.cancelled],
+      );
+      expect(rows[0].n).toBeGreaterThanOrEqual(2);
+      expect(rows[0].n).toBe(
+        (await suite.db.pool.query(`SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1`, [tenantId])).rows[0].n,
+      );
+    },
+    searchTimeout(120_000),
+  );
 
   it('a cancel of an unknown order named in upper case answers with the canonical id, and a retry in lower case replays it', async () => {
     const { apiKey } = await suite.db.tenant();

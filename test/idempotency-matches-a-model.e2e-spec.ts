@@ -3,6 +3,7 @@ import { ApiClientSession } from './support/command-api';
 import { RunningApp, startApp } from './support/apps';
 import { HttpResult } from './support/http';
 import { OrdersDb } from './support/orders-db';
+import { searchSettings, searchTimeout } from './support/search';
 import { CANONICAL_UUID_PATTERN } from '@app/contracts';
 
 /**
@@ -239,12 +240,8 @@ describe('idempotent order creation matches a model', () => {
     await db.close();
   });
 
-  /** fast-check settings; FC_SEED and FC_PATH replay a reported failure. */
-  const settings = (numRuns: number): fc.Parameters<unknown> => ({
-    numRuns,
-    ...(process.env.FC_SEED && { seed: Number(process.env.FC_SEED) }),
-    ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
-  });
+  /** The search's settings (support/search.ts), shrinking a failure: each run has tenants of its own, and a short counterexample reads best. */
+  const settings = (runs: { fast: number; long: number }): fc.Parameters<unknown> => ({ ...searchSettings(runs), endOnFailure: false });
 
   /** Two fresh tenants per run, so runs (and shrinking) never see each other's rows; `clients[p][t]`: tenant t on process p. */
   async function twoTenants() {
@@ -293,50 +290,58 @@ describe('idempotent order creation matches a model', () => {
     }
   }
 
-  it('random concurrent rounds: one execution per scope, every other answer a replay of it or a 422', async () => {
-    await fc.assert(
-      fc.asyncProperty(rounds, async (rounds) => {
-        const { tenants, clients } = await twoTenants();
-        const model = new Model();
-        for (const round of rounds) await play(model, clients, round);
-        await checkStore(model, tenants, clients[0]);
-      }),
-      settings(50),
-    );
-  }, 180_000);
+  it(
+    'random concurrent rounds: one execution per scope, every other answer a replay of it or a 422',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(rounds, async (rounds) => {
+          const { tenants, clients } = await twoTenants();
+          const model = new Model();
+          for (const round of rounds) await play(model, clients, round);
+          await checkStore(model, tenants, clients[0]);
+        }),
+        settings({ fast: 50, long: 300 }),
+      );
+    },
+    searchTimeout(180_000),
+  );
 
-  it('two tenants sending the same keys and bodies never see each other’s orders', async () => {
-    await fc.assert(
-      fc.asyncProperty(mirroredRounds, async (rounds) => {
-        const { tenants, clients } = await twoTenants();
-        const model = new Model();
-        const seen: Set<string>[] = [new Set(), new Set()];
-        for (const commands of rounds) {
-          // Each command as both tenants, all at once: same key, same body, different credential.
-          const round = commands.flatMap((c) => [0, 1].map((tenant) => ({ ...c, tenant })));
-          const responses = await play(model, clients, round);
-          round.forEach((c, i) => {
-            const { body, headers } = responses[i];
-            for (const id of [
-              body?.id,
-              body?.orderId,
-              String(headers.location ?? '')
-                .split('/')
-                .pop(),
-            ]) {
-              if (id) seen[c.tenant].add(id);
-            }
-          });
-        }
-        await checkStore(model, tenants, clients[0]);
-        for (const t of [0, 1]) {
-          // Every id a tenant was shown is one of its own orders; none is readable with the other credential.
-          expect([...seen[t]].filter((id) => model.orders.get(id)?.tenant !== t)).toEqual([]);
-          for (const [id] of model.ordersOf(t)) expect((await clients[0][1 - t].get(`/v1/orders/${id}`)).status).toBe(404);
-        }
-        expect([...seen[0]].filter((id) => seen[1].has(id))).toEqual([]);
-      }),
-      settings(30),
-    );
-  }, 180_000);
+  it(
+    'two tenants sending the same keys and bodies never see each other’s orders',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(mirroredRounds, async (rounds) => {
+          const { tenants, clients } = await twoTenants();
+          const model = new Model();
+          const seen: Set<string>[] = [new Set(), new Set()];
+          for (const commands of rounds) {
+            // Each command as both tenants, all at once: same key, same body, different credential.
+            const round = commands.flatMap((c) => [0, 1].map((tenant) => ({ ...c, tenant })));
+            const responses = await play(model, clients, round);
+            round.forEach((c, i) => {
+              const { body, headers } = responses[i];
+              for (const id of [
+                body?.id,
+                body?.orderId,
+                String(headers.location ?? '')
+                  .split('/')
+                  .pop(),
+              ]) {
+                if (id) seen[c.tenant].add(id);
+              }
+            });
+          }
+          await checkStore(model, tenants, clients[0]);
+          for (const t of [0, 1]) {
+            // Every id a tenant was shown is one of its own orders; none is readable with the other credential.
+            expect([...seen[t]].filter((id) => model.orders.get(id)?.tenant !== t)).toEqual([]);
+            for (const [id] of model.ordersOf(t)) expect((await clients[0][1 - t].get(`/v1/orders/${id}`)).status).toBe(404);
+          }
+          expect([...seen[0]].filter((id) => seen[1].has(id))).toEqual([]);
+        }),
+        settings({ fast: 30, long: 200 }),
+      );
+    },
+    searchTimeout(180_000),
+  );
 });

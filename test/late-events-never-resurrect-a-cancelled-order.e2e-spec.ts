@@ -6,6 +6,7 @@ import { RunningApp, startApp } from './support/apps';
 import { FulfillmentDb } from './support/fulfillment-db';
 import { ensureServiceTopics, OrderEventInput, produceOrderEvent, skipConsumerBacklog, testKafka } from './support/kafka';
 import { ops } from './support/ops-cli';
+import { searchSettings, searchTimeout } from './support/search';
 
 const FAST = {
   FULFILLMENT_MAX_ATTEMPTS: '3',
@@ -36,13 +37,6 @@ const sentinel = (tenantId: string, orderId: string): OrderEventInput => ({
   tenantId,
   key: orderId,
   payload: { orderId, tenantId },
-});
-
-/** fast-check settings; FC_SEED and FC_PATH replay a reported failure. */
-const settings = <T>(numRuns: number): fc.Parameters<T> => ({
-  numRuns,
-  ...(process.env.FC_SEED && { seed: Number(process.env.FC_SEED) }),
-  ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
 });
 
 /**
@@ -131,49 +125,53 @@ describe('late events and re-drives never resurrect a cancelled order in fulfill
    * which events exist: a cancelled shipment if the order was both placed and cancelled, a pending
    * one if it was only placed, none if it was never placed.
    */
-  it('any order of placed, cancelled and redelivered events ends in the state the events describe', async () => {
-    const order = fc
-      .record({ placedCopies: fc.integer({ min: 0, max: 2 }), cancelledCopies: fc.integer({ min: 0, max: 2 }) })
-      .filter(({ placedCopies, cancelledCopies }) => placedCopies + cancelledCopies > 0);
-    const scenario = fc.array(order, { minLength: 1, maxLength: 4 }).chain((orders) => {
-      const copies = orders.flatMap(({ placedCopies, cancelledCopies }, i) => [
-        ...Array.from({ length: placedCopies }, () => ({ order: i, type: OrderEventTypes.placed })),
-        ...Array.from({ length: cancelledCopies }, () => ({ order: i, type: OrderEventTypes.cancelled })),
-      ]);
-      return fc.record({ orders: fc.constant(orders), sequence: fc.shuffledSubarray(copies, { minLength: copies.length }) });
-    });
+  it(
+    'any order of placed, cancelled and redelivered events ends in the state the events describe',
+    async () => {
+      const order = fc
+        .record({ placedCopies: fc.integer({ min: 0, max: 2 }), cancelledCopies: fc.integer({ min: 0, max: 2 }) })
+        .filter(({ placedCopies, cancelledCopies }) => placedCopies + cancelledCopies > 0);
+      const scenario = fc.array(order, { minLength: 1, maxLength: 4 }).chain((orders) => {
+        const copies = orders.flatMap(({ placedCopies, cancelledCopies }, i) => [
+          ...Array.from({ length: placedCopies }, () => ({ order: i, type: OrderEventTypes.placed })),
+          ...Array.from({ length: cancelledCopies }, () => ({ order: i, type: OrderEventTypes.cancelled })),
+        ]);
+        return fc.record({ orders: fc.constant(orders), sequence: fc.shuffledSubarray(copies, { minLength: copies.length }) });
+      });
 
-    await fc.assert(
-      fc.asyncProperty(scenario, async ({ orders, sequence }) => {
-        const tenantId = `t-${randomUUID().slice(0, 12)}`;
-        const ids = orders.map(() => ({ orderId: randomUUID(), placedId: randomUUID(), cancelledId: randomUUID() }));
-        for (const { order, type } of sequence) {
-          const { orderId, placedId, cancelledId } = ids[order];
-          await produceOrderEvent(
-            producer,
-            type === OrderEventTypes.placed ? placed(tenantId, orderId, placedId) : cancelled(tenantId, orderId, cancelledId),
-          );
-        }
-        const done = await Promise.all(ids.map(({ orderId }) => produceOrderEvent(producer, sentinel(tenantId, orderId))));
-        await Promise.all(
-          done.map((id) =>
-            db.until(
-              () => outcome(id),
-              (found) => found === 'skipped',
-              60_000,
+      await fc.assert(
+        fc.asyncProperty(scenario, async ({ orders, sequence }) => {
+          const tenantId = `t-${randomUUID().slice(0, 12)}`;
+          const ids = orders.map(() => ({ orderId: randomUUID(), placedId: randomUUID(), cancelledId: randomUUID() }));
+          for (const { order, type } of sequence) {
+            const { orderId, placedId, cancelledId } = ids[order];
+            await produceOrderEvent(
+              producer,
+              type === OrderEventTypes.placed ? placed(tenantId, orderId, placedId) : cancelled(tenantId, orderId, cancelledId),
+            );
+          }
+          const done = await Promise.all(ids.map(({ orderId }) => produceOrderEvent(producer, sentinel(tenantId, orderId))));
+          await Promise.all(
+            done.map((id) =>
+              db.until(
+                () => outcome(id),
+                (found) => found === 'skipped',
+                60_000,
+              ),
             ),
-          ),
-        );
+          );
 
-        const expected = orders.flatMap(({ placedCopies, cancelledCopies }, i) =>
-          placedCopies
-            ? [{ order_id: ids[i].orderId, status: cancelledCopies ? 'cancelled' : 'pending', message_id: ids[i].placedId, quantity: 2 }]
-            : [],
-        );
-        const byOrder = (a: { order_id: string }, b: { order_id: string }) => a.order_id.localeCompare(b.order_id);
-        expect((await db.shipments(tenantId)).sort(byOrder)).toEqual(expected.sort(byOrder));
-      }),
-      settings(25),
-    );
-  }, 300_000);
+          const expected = orders.flatMap(({ placedCopies, cancelledCopies }, i) =>
+            placedCopies
+              ? [{ order_id: ids[i].orderId, status: cancelledCopies ? 'cancelled' : 'pending', message_id: ids[i].placedId, quantity: 2 }]
+              : [],
+          );
+          const byOrder = (a: { order_id: string }, b: { order_id: string }) => a.order_id.localeCompare(b.order_id);
+          expect((await db.shipments(tenantId)).sort(byOrder)).toEqual(expected.sort(byOrder));
+        }),
+        searchSettings({ fast: 25, long: 150 }),
+      );
+    },
+    searchTimeout(300_000),
+  );
 });

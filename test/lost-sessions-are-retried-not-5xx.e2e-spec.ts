@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { Pool } from 'pg';
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { HttpResult } from './support/http';
-import { searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { testEnv } from './support/test-env';
 
 /** Creates sent three times at once, among the burst's. */
@@ -35,73 +35,77 @@ describe('a database session lost under a request', () => {
     return rows[0].n;
   }
 
-  it('is retried on a fresh connection: every request answered without a 5xx, one order per key', async () => {
-    let terminated = 0;
-    let burstsWithAFault = 0;
+  it(
+    'is retried on a fresh connection: every request answered without a 5xx, one order per key',
+    async () => {
+      let terminated = 0;
+      let burstsWithAFault = 0;
 
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 1, maxLength: 4 }), // when the sessions die, ms into the burst
-        fc.integer({ min: 20, max: 40 }), // creates in the burst
-        async (faultAt, creates) => {
-          const { tenantId, apiKey } = await db.tenant();
-          const client = new ApiClientSession(fixture.api.url, apiKey);
-          const placed = await client.createOrder(`seed-${randomUUID()}`, { sku: 'SEED', quantity: 1 });
-          expect(placed.status).toBe(201);
-          const orderId = placed.body.id as string;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 1, maxLength: 4 }), // when the sessions die, ms into the burst
+          fc.integer({ min: 20, max: 40 }), // creates in the burst
+          async (faultAt, creates) => {
+            const { tenantId, apiKey } = await db.tenant();
+            const client = new ApiClientSession(fixture.api.url, apiKey);
+            const placed = await client.createOrder(`seed-${randomUUID()}`, { sku: 'SEED', quantity: 1 });
+            expect(placed.status).toBe(201);
+            const orderId = placed.body.id as string;
 
-          const keys = Array.from({ length: creates }, () => `k-${randomUUID()}`);
-          const cancelKey = `c-${randomUUID()}`;
-          const create = async (key: string, i: number) =>
-            [key, await client.createOrder(key, { sku: `SKU-${i}`, quantity: 1 + (i % 5) })] as [string, HttpResult];
-          const requests: Promise<[string, HttpResult]>[] = [
-            ...keys.map(create),
-            // Racing duplicates of the first keys: each waits for the first request's receipt, then reads it.
-            ...keys.slice(0, RACED).flatMap((key, i) => [create(key, i), create(key, i)]),
-            ...[0, 1, 2].map(
-              async () => [cancelKey, await client.cancelOrder(orderId, cancelKey, { reason: 'lost sessions' })] as [string, HttpResult],
-            ),
-            ...[0, 1, 2].map(async () => ['read', await client.get(`/v1/orders/${orderId}`)] as [string, HttpResult]),
-          ];
-          const faults = faultAt.map(
-            (ms) => new Promise<number>((resolve, reject) => setTimeout(() => terminateApiSessions().then(resolve, reject), ms)),
-          );
-          const answers = await Promise.all(requests);
-          const ended = (await Promise.all(faults)).reduce((a, b) => a + b, 0);
-          terminated += ended;
-          if (ended > 0) burstsWithAFault++;
+            const keys = Array.from({ length: creates }, () => `k-${randomUUID()}`);
+            const cancelKey = `c-${randomUUID()}`;
+            const create = async (key: string, i: number) =>
+              [key, await client.createOrder(key, { sku: `SKU-${i}`, quantity: 1 + (i % 5) })] as [string, HttpResult];
+            const requests: Promise<[string, HttpResult]>[] = [
+              ...keys.map(create),
+              // Racing duplicates of the first keys: each waits for the first request's receipt, then reads it.
+              ...keys.slice(0, RACED).flatMap((key, i) => [create(key, i), create(key, i)]),
+              ...[0, 1, 2].map(
+                async () => [cancelKey, await client.cancelOrder(orderId, cancelKey, { reason: 'lost sessions' })] as [string, HttpResult],
+              ),
+              ...[0, 1, 2].map(async () => ['read', await client.get(`/v1/orders/${orderId}`)] as [string, HttpResult]),
+            ];
+            const faults = faultAt.map(
+              (ms) => new Promise<number>((resolve, reject) => setTimeout(() => terminateApiSessions().then(resolve, reject), ms)),
+            );
+            const answers = await Promise.all(requests);
+            const ended = (await Promise.all(faults)).reduce((a, b) => a + b, 0);
+            terminated += ended;
+            if (ended > 0) burstsWithAFault++;
 
-          const serverErrors = answers.filter(([, r]) => r.status >= 500).map(([key, r]) => `${key}: ${r.status} ${r.body?.type ?? ''}`);
-          expect(serverErrors).toEqual([]);
-          for (const [key, result] of answers) {
-            if (key === 'read') expect(result.status).toBe(200);
-            else if (key === cancelKey) expect(result.status).toBe(200);
-            else expect(result.status).toBe(201);
-          }
+            const serverErrors = answers.filter(([, r]) => r.status >= 500).map(([key, r]) => `${key}: ${r.status} ${r.body?.type ?? ''}`);
+            expect(serverErrors).toEqual([]);
+            for (const [key, result] of answers) {
+              if (key === 'read') expect(result.status).toBe(200);
+              else if (key === cancelKey) expect(result.status).toBe(200);
+              else expect(result.status).toBe(201);
+            }
 
-          // One order, one receipt and one event per create key; the cancel once, its three answers alike.
-          const { rows } = await observer.query<{ key: string; orders: number }>(
-            /* sql */ `SELECT r.idempotency_key AS key, count(o.id)::int AS orders
+            // One order, one receipt and one event per create key; the cancel once, its three answers alike.
+            const { rows } = await observer.query<{ key: string; orders: number }>(
+              /* sql */ `SELECT r.idempotency_key AS key, count(o.id)::int AS orders
              FROM idempotency_receipts r LEFT JOIN orders o ON o.tenant_id = r.tenant_id AND o.id::text = r.effect_id
              WHERE r.tenant_id = $1 AND r.operation = 'orders.create' AND r.completed_at IS NOT NULL GROUP BY 1`,
-            [tenantId],
-          );
-          expect(rows.length).toBe(creates + 1);
-          expect(rows.filter((row) => row.orders !== 1)).toEqual([]);
-          expect(await db.counts(tenantId)).toEqual({ orders: creates + 1, receipts: creates + 2, outbox: creates + 2 });
-          const cancels = answers.filter(([key]) => key === cancelKey).map(([, r]) => JSON.stringify(r.body));
-          expect(new Set(cancels).size).toBe(1);
-          for (const key of keys.slice(0, RACED)) {
-            const orders = answers.filter(([sent]) => sent === key).map(([, r]) => r.body.id);
-            expect(orders).toHaveLength(3);
-            expect(new Set(orders).size).toBe(1);
-          }
-        },
-      ),
-      searchSettings({ fast: 6, long: 60 }),
-    );
-    // The faults hit requests in flight, not only idle connections.
-    expect(terminated).toBeGreaterThan(0);
-    expect(burstsWithAFault).toBeGreaterThan(0);
-  }, 180_000);
+              [tenantId],
+            );
+            expect(rows.length).toBe(creates + 1);
+            expect(rows.filter((row) => row.orders !== 1)).toEqual([]);
+            expect(await db.counts(tenantId)).toEqual({ orders: creates + 1, receipts: creates + 2, outbox: creates + 2 });
+            const cancels = answers.filter(([key]) => key === cancelKey).map(([, r]) => JSON.stringify(r.body));
+            expect(new Set(cancels).size).toBe(1);
+            for (const key of keys.slice(0, RACED)) {
+              const orders = answers.filter(([sent]) => sent === key).map(([, r]) => r.body.id);
+              expect(orders).toHaveLength(3);
+              expect(new Set(orders).size).toBe(1);
+            }
+          },
+        ),
+        searchSettings({ fast: 6, long: 60 }),
+      );
+      // The faults hit requests in flight, not only idle connections.
+      expect(terminated).toBeGreaterThan(0);
+      expect(burstsWithAFault).toBeGreaterThan(0);
+    },
+    searchTimeout(180_000),
+  );
 });

@@ -5,7 +5,7 @@ import { migrate, migrationSets } from '@app/migrations';
 import { postgresOptions } from '@app/platform';
 import { eventually } from './support/eventually';
 import { recreate } from './support/global-setup';
-import { searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { testEnv } from './support/test-env';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -127,20 +127,24 @@ describe('racing migrators all succeed', () => {
     expect(await schemaOf(url)).toEqual(alone);
   }, 60_000);
 
-  it('any number started at any moment from any point: all succeed, each migration applied once (search)', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.integer({ min: 0, max: names.length - 1 }),
-        fc.array(fc.integer({ min: 0, max: 40 }), { minLength: 2, maxLength: 4 }),
-        async (from, delays) => {
-          await migratedUpTo(url, from);
-          const { applied, failures } = await race(url, delays);
-          expect(failures).toEqual([]);
-          expect(applied).toEqual(names.slice(from).sort());
-          expect(await schemaOf(url)).toEqual(alone);
-        },
-      ),
-      searchSettings({ fast: 6, long: 40 }),
-    );
-  }, 120_000);
+  it(
+    'any number started at any moment from any point: all succeed, each migration applied once (search)',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 0, max: names.length - 1 }),
+          fc.array(fc.integer({ min: 0, max: 40 }), { minLength: 2, maxLength: 4 }),
+          async (from, delays) => {
+            await migratedUpTo(url, from);
+            const { applied, failures } = await race(url, delays);
+            expect(failures).toEqual([]);
+            expect(applied).toEqual(names.slice(from).sort());
+            expect(await schemaOf(url)).toEqual(alone);
+          },
+        ),
+        searchSettings({ fast: 6, long: 40 }),
+      );
+    },
+    searchTimeout(120_000),
+  );
 });

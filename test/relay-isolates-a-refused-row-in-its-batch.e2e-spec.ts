@@ -6,7 +6,7 @@ import { ensureServiceTopics, testKafka } from './support/kafka';
 import { sample, scrape } from './support/observe';
 import { OutboxDb } from './support/outbox-db';
 import { privateDatabases } from './support/private-stack';
-import { LONG_RUN, searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { TopicReader } from './support/topic-reader';
 import { eventually } from './support/eventually';
 
@@ -140,6 +140,6 @@ describe('rows Kafka refuses in the middle of a batch', () => {
       });
       await fc.assert(fc.asyncProperty(layouts, check), searchSettings({ fast: 4, long: 40 }));
     },
-    LONG_RUN ? 30 * 60_000 : 180_000,
+    searchTimeout(180_000),
   );
 });

@@ -4,7 +4,7 @@ import { Headers } from '@app/contracts';
 import { PRODUCE } from './support/kafka-fault-proxy';
 import { OutboxDb } from './support/outbox-db';
 import { firstCopiesByKey, relayBehindAFaultProxy } from './support/relay-behind-a-fault-proxy';
-import { LONG_RUN, searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { eventually } from './support/eventually';
 
 const HUGE = { filler: 'x'.repeat(1536 * 1024) }; // over the broker's 1 MiB message.max.bytes
@@ -132,6 +132,6 @@ describe('an outage while the relay isolates a refused row', () => {
     async () => {
       await fc.assert(fc.asyncProperty(plans, check), searchSettings({ fast: 12, long: 80 }));
     },
-    LONG_RUN ? 60 * 60_000 : 300_000,
+    searchTimeout(300_000),
   );
 });

@@ -5,7 +5,7 @@ import { RunningApp } from './support/apps';
 import { PRODUCE } from './support/kafka-fault-proxy';
 import { OutboxDb } from './support/outbox-db';
 import { firstCopiesByKey, relayBehindAFaultProxy } from './support/relay-behind-a-fault-proxy';
-import { LONG_RUN, searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { eventually } from './support/eventually';
 
 const BATCH = 40;
@@ -111,6 +111,6 @@ describe('a broker that stalls while the relay drains a backlog', () => {
     async () => {
       await fc.assert(fc.asyncProperty(plans, check), searchSettings({ fast: 3, long: 40 }));
     },
-    LONG_RUN ? 60 * 60_000 : 300_000,
+    searchTimeout(300_000),
   );
 });

@@ -6,7 +6,7 @@ import { ensureServiceTopics, testKafka } from './support/kafka';
 import { OutboxDb } from './support/outbox-db';
 import { sample, scrape } from './support/observe';
 import { privateDatabases } from './support/private-stack';
-import { LONG_RUN } from './support/search';
+import { LONG_RUN, searchTimeout } from './support/search';
 import { TopicReader } from './support/topic-reader';
 
 const SHARDS = 16;
@@ -170,6 +170,6 @@ describe('relay shard locks never outlive the ownership of the instance that too
         await read.stop();
       }
     },
-    LONG_RUN ? 30 * 60_000 : 180_000,
+    searchTimeout(180_000),
   );
 });

@@ -8,7 +8,7 @@ import { OutboxDb } from './support/outbox-db';
 import { privateDatabases } from './support/private-stack';
 import { firstCopiesByKey } from './support/relay-behind-a-fault-proxy';
 import { sample, scrape } from './support/observe';
-import { searchSettings, LONG_RUN } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 import { TopicReader } from './support/topic-reader';
 
 const SHARDS = 16;
@@ -153,6 +153,6 @@ describe('a relay that stops answering loses its shards to a live one', () => {
         searchSettings({ fast: 2, long: 12 }),
       );
     },
-    LONG_RUN ? 20 * 60_000 : 180_000,
+    searchTimeout(180_000),
   );
 });

@@ -2,7 +2,7 @@ import { connect, Socket } from 'node:net';
 import fc from 'fast-check';
 import { RunningApp, startApp, stopWithin } from './support/apps';
 import { eventually } from './support/eventually';
-import { searchSettings } from './support/search';
+import { searchSettings, searchTimeout } from './support/search';
 
 const DEADLINE_SECONDS = 8;
 /** Well inside the deadline: a shutdown that ends its connections takes a moment, not the deadline. */
@@ -71,36 +71,40 @@ function keepAliveClient(app: RunningApp, gapMs: number) {
  * arrive, and when the SIGTERM comes.
  */
 describe('a graceful shutdown ends busy keep-alive connections', () => {
-  it('exits by the signal within moments while clients keep sending; the last answer on each connection says close', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.integer({ min: 1, max: 4 }),
-        fc.integer({ min: 5, max: 40 }),
-        fc.integer({ min: 0, max: 500 }),
-        async (clients, gapMs, sigtermAfterMs) => {
-          const api = await startApp('command-api', { SHUTDOWN_TIMEOUT_SECONDS: String(DEADLINE_SECONDS) });
-          const connections = Array.from({ length: clients }, () => keepAliveClient(api, gapMs));
-          try {
-            await eventually(
-              () => connections.map(({ answers }) => answers.length),
-              (counts) => counts.every((count) => count > 0),
-              { what: 'every client answered once' },
-            );
-            await new Promise((resolve) => setTimeout(resolve, sigtermAfterMs));
-            expect(await stopWithin(api, EXIT_WITHIN_MS)).toEqual({ outcome: { code: null, signal: 'SIGTERM' }, deadline: false });
-            for (const { answers } of connections) {
-              expect(answers.every((answer) => answer.status === 200)).toBe(true);
-              // The answer that says close is the connection's last.
-              const closing = answers.findIndex((answer) => answer.close);
-              expect(closing < 0 || closing === answers.length - 1).toBe(true);
+  it(
+    'exits by the signal within moments while clients keep sending; the last answer on each connection says close',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 4 }),
+          fc.integer({ min: 5, max: 40 }),
+          fc.integer({ min: 0, max: 500 }),
+          async (clients, gapMs, sigtermAfterMs) => {
+            const api = await startApp('command-api', { SHUTDOWN_TIMEOUT_SECONDS: String(DEADLINE_SECONDS) });
+            const connections = Array.from({ length: clients }, () => keepAliveClient(api, gapMs));
+            try {
+              await eventually(
+                () => connections.map(({ answers }) => answers.length),
+                (counts) => counts.every((count) => count > 0),
+                { what: 'every client answered once' },
+              );
+              await new Promise((resolve) => setTimeout(resolve, sigtermAfterMs));
+              expect(await stopWithin(api, EXIT_WITHIN_MS)).toEqual({ outcome: { code: null, signal: 'SIGTERM' }, deadline: false });
+              for (const { answers } of connections) {
+                expect(answers.every((answer) => answer.status === 200)).toBe(true);
+                // The answer that says close is the connection's last.
+                const closing = answers.findIndex((answer) => answer.close);
+                expect(closing < 0 || closing === answers.length - 1).toBe(true);
+              }
+            } finally {
+              await Promise.all(connections.map((connection) => connection.stop()));
+              await api.stop('SIGKILL');
             }
-          } finally {
-            await Promise.all(connections.map((connection) => connection.stop()));
-            await api.stop('SIGKILL');
-          }
-        },
-      ),
-      searchSettings({ fast: 3, long: 20 }),
-    );
-  }, 120_000);
+          },
+        ),
+        searchSettings({ fast: 3, long: 20 }),
+      );
+    },
+    searchTimeout(120_000),
+  );
 });

@@ -16,3 +16,8 @@ export function searchSettings<T>(runs: { fast: number; long: number }): fc.Para
     ...(process.env.FC_PATH && { path: process.env.FC_PATH }),
   };
 }
+
+/** A searching test's timeout: `fastMs` in `npm test`; an hour under `npm run test:faults`, where it only bounds a hang. */
+export function searchTimeout(fastMs: number): number {
+  return LONG_RUN ? 60 * 60_000 : fastMs;
+}
