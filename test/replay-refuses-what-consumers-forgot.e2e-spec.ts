@@ -196,4 +196,31 @@ describe('outbox:replay refuses rows older than a consumer remembers', () => {
       await reader.stop();
     }
   }, 120_000);
+
+  /**
+   * The guard judges the rows when the replay starts; a paced replay takes time, and rows that were
+   * inside every retention then may not be when their batch goes. Each batch is judged again on the
+   * database clock: the replay stops at the first row a consumer has forgotten since, saying so.
+   */
+  it('stops a paced replay at the first batch whose rows a consumer forgot while it ran', async () => {
+    const pacedTopic = uniqueTopic('replay-guard-paced');
+    const rows = 30;
+    // 3,590 s old: 10 s inside the forgetful consumer's hour when the replay starts, which at 2 rows/s needs 15 s.
+    await outbox.commitPublished(
+      pacedTopic,
+      tenantId,
+      Array.from({ length: rows }, (_, i): [string, number] => [`k${i % 3}`, i]),
+      3_590,
+    );
+
+    const run = await ops(['outbox:replay', '--from', '1', '--topic', pacedTopic, '--rate', '2']);
+
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/^ops: stopped at the dedupe window: replay \S+ stopped after sequence \d+;/m);
+    const { rows: stored } = await orders.pool.query(`SELECT published, finished_at FROM outbox_replays WHERE topic = $1`, [pacedTopic]);
+    expect(stored).toHaveLength(1);
+    expect(stored[0].finished_at).toBeNull();
+    expect(stored[0].published).toBeGreaterThan(0);
+    expect(stored[0].published).toBeLessThan(rows);
+  }, 120_000);
 });
