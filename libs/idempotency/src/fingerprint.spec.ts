@@ -24,16 +24,32 @@ describe('fingerprint', () => {
     expect(fingerprint({ a: 'x|y', b: 'z' })).not.toEqual(fingerprint({ a: 'x', b: 'y|z' }));
   });
 
+  const fields = fc.dictionary(
+    fc.string({ maxLength: 6 }),
+    fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), fc.boolean(), fc.constant(null)),
+    { maxKeys: 5 },
+  );
+
   it('is equal exactly when the canonical fields are equal (property)', () => {
-    const fields = fc.dictionary(
-      fc.string({ maxLength: 6 }),
-      fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), fc.boolean(), fc.constant(null)),
-      { maxKeys: 5 },
-    );
     fc.assert(
       fc.property(fields, fields, (a: SemanticFields, b: SemanticFields) => {
         const same = JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
         return (fingerprint(a).value === fingerprint(b).value) === same;
+      }),
+    );
+  });
+
+  // Two independent dictionaries are almost never equal: the pairs that must match are built here.
+  it('is one for the same fields in any key order, and another once one value changes or a field is added (property)', () => {
+    const reordered = fields.chain((a) =>
+      fc.shuffledSubarray(Object.entries(a), { minLength: Object.keys(a).length }).map((e) => [a, e] as const),
+    );
+    fc.assert(
+      fc.property(reordered, fc.string({ maxLength: 6 }), fc.integer(), ([a, entries], key, value) => {
+        const same: SemanticFields = Object.fromEntries(entries);
+        expect(fingerprint(same)).toEqual(fingerprint(a));
+        const changed: SemanticFields = { ...a, [key]: a[key] === value ? value + 1 : value };
+        expect(fingerprint(changed)).not.toEqual(fingerprint(a));
       }),
     );
   });
