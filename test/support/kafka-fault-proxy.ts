@@ -13,7 +13,8 @@ export interface KafkaRequest {
 /**
  * A TCP relay in front of a real Kafka broker that reads the clients' requests as they pass, so a test
  * can fail chosen requests ("the third Produce after the one over 1 MiB, and the three Produce
- * requests after it") or hold one back a while (a stalled broker). The broker must advertise the proxy's port (TestBroker's `advertisedPort`), so
+ * requests after it"), lose their answers (the broker wrote what they carried, the client never
+ * hears it) or hold one back a while (a stalled broker). The broker must advertise the proxy's port (TestBroker's `advertisedPort`), so
  * that every connection a client opens after the bootstrap passes here too. Nothing is faked: every
  * byte that passes goes to the real broker, and a failed request is one whose connection died under
  * it, as when a broker or the network between dies.
@@ -21,7 +22,14 @@ export interface KafkaRequest {
 export class KafkaFaultProxy {
   private server?: Server;
   private readonly sockets = new Set<Socket>();
-  private fault?: { at: (request: KafkaRequest) => boolean; started: boolean; left: number; done: (happened: boolean) => void };
+  private fault?: {
+    at: (request: KafkaRequest) => boolean;
+    started: boolean;
+    left: number;
+    done: (happened: boolean) => void;
+    /** The broker gets each request and answers it; the answer is lost instead of the request. */
+    afterTheBroker: boolean;
+  };
   private delay?: { at: (request: KafkaRequest) => boolean; ms: number; done: () => void };
 
   private constructor(
@@ -45,7 +53,15 @@ export class KafkaFaultProxy {
    * `count` decides whether one send outlives them.
    */
   failProduce(at: (request: KafkaRequest) => boolean, count: number): Promise<boolean> {
-    return new Promise((done) => (this.fault = { at, started: false, left: count, done }));
+    return new Promise((done) => (this.fault = { at, started: false, left: count, done, afterTheBroker: false }));
+  }
+
+  /**
+   * Like `failProduce`, but each of the `count` requests reaches the broker, which handles it (a Produce
+   * is written), and the connection dies as its answer comes back: the client cannot know it was written.
+   */
+  loseProduceAnswers(at: (request: KafkaRequest) => boolean, count: number): Promise<boolean> {
+    return new Promise((done) => (this.fault = { at, started: false, left: count, done, afterTheBroker: true }));
   }
 
   /**
@@ -81,22 +97,40 @@ export class KafkaFaultProxy {
     }
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
-    upstream.pipe(client);
-    // Requests are forwarded whole, one frame at a time (a 4-byte size, then the API key); a held frame
-    // holds back the ones after it.
+    // Answers are forwarded whole, one frame at a time (a 4-byte size, then the correlation id of the
+    // request answered), but for a request whose answer is to be lost: its connection dies there.
+    const doomed = new Set<number>();
+    let answers: Buffer = Buffer.alloc(0);
+    upstream.on('data', (chunk: Buffer) => {
+      answers = answers.length ? Buffer.concat([answers, chunk]) : chunk;
+      while (answers.length >= 8) {
+        const size = answers.readInt32BE(0);
+        if (answers.length < 4 + size) break;
+        if (doomed.has(answers.readInt32BE(4))) {
+          client.destroy();
+          return;
+        }
+        client.write(answers.subarray(0, 4 + size));
+        answers = answers.subarray(4 + size);
+      }
+    });
+    // Requests are forwarded whole, one frame at a time (a 4-byte size, the API key, its version, the
+    // correlation id); a held frame holds back the ones after it.
     let pending: Buffer = Buffer.alloc(0);
     let holding = false;
     const forward = (): void => {
-      while (!holding && pending.length >= 6) {
+      while (!holding && pending.length >= 12) {
         const size = pending.readInt32BE(0);
         if (pending.length < 4 + size) break;
         const frame = pending.subarray(0, 4 + size);
         pending = pending.subarray(4 + size);
         const request = { apiKey: frame.readInt16BE(4), size };
-        if (this.fails(request)) {
+        const fails = this.fails(request);
+        if (fails === 'before the broker') {
           client.destroy();
           return;
         }
+        if (fails === 'after the broker') doomed.add(frame.readInt32BE(8));
         const delay = this.delays(request);
         if (!delay) {
           upstream.write(frame);
@@ -126,15 +160,15 @@ export class KafkaFaultProxy {
     return delay;
   }
 
-  private fails(request: KafkaRequest): boolean {
+  private fails(request: KafkaRequest): 'before the broker' | 'after the broker' | undefined {
     const fault = this.fault;
-    if (!fault) return false;
-    if (fault.started ? request.apiKey !== PRODUCE : !fault.at(request)) return false;
+    if (!fault) return undefined;
+    if (fault.started ? request.apiKey !== PRODUCE : !fault.at(request)) return undefined;
     fault.started = true;
     if (--fault.left === 0) {
       this.fault = undefined;
       fault.done(true);
     }
-    return true;
+    return fault.afterTheBroker ? 'after the broker' : 'before the broker';
   }
 }
