@@ -210,6 +210,29 @@ describe('the relay floor and rows that commit late', () => {
     });
   });
 
+  /**
+   * Idle, the relay's floor settles just past the highest row (nothing of its shards is unpublished),
+   * and the next row drawn is numbered right there: it must be claimed at once, not at the next
+   * heartbeat's reset (a minute here). Rows come one at a time after pauses of every length, so that
+   * the floor has settled before some of them and not before others.
+   */
+  it('publishes a row committed after an idle spell at once, whatever the spell', async () => {
+    const tenantId = `t-${randomUUID().slice(0, 12)}`;
+    const relay = await startApp('outbox-relay', { ORDERS_DATABASE_URL: url, RELAY_HEARTBEAT_MS: '60000', RELAY_POLL_INTERVAL_MS: '50' });
+    try {
+      await published(db(), [await commitOne(db(), tenantId)]);
+      for (const idleMs of [0, 30, 120, 400, 1_000, 2_000]) {
+        await new Promise((resolve) => setTimeout(resolve, idleMs));
+        const id = await commitOne(db(), tenantId);
+        await published(db(), [id], 3_000).catch((error: Error) => {
+          throw new Error(`after ${idleMs} ms idle: ${error.message}`);
+        });
+      }
+    } finally {
+      await relay.stop();
+    }
+  }, 60_000);
+
   it('publishes every committed row within seconds while writers commit late and roll back at random', async () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;
     const relay = await startApp('outbox-relay', { ORDERS_DATABASE_URL: url, RELAY_HEARTBEAT_MS: '60000' });
