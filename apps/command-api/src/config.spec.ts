@@ -65,3 +65,33 @@ describe('command API configuration: statement lanes', () => {
     }
   });
 });
+
+describe('command API configuration: retention and the idempotency lock', () => {
+  const retentions = [
+    'IDEMPOTENCY_RETENTION_SECONDS',
+    'IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CREATE',
+    'IDEMPOTENCY_RETENTION_SECONDS_ORDERS_CANCEL',
+    'IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND',
+  ];
+
+  // A retention of 0 would make every retry a new action: idempotency off, silently.
+  it.each(retentions)('%s refuses 0, negatives, fractions, words and more than a year, naming the variable', (variable) => {
+    for (const value of ['0', '-1', '1.5', 'a day', String(365 * 24 * 3600 + 1)]) {
+      expect(() => parseConfig(commandApiConfig, { [variable]: value })).toThrow(new RegExp(`${variable}: .*\\(got "${value}"\\)`));
+    }
+    expect(parseConfig(commandApiConfig, { [variable]: '1' })).toMatchObject({ [variable]: 1 });
+  });
+
+  // A duplicate waiting on the first request's claim must hear IDEMPOTENCY.IN_PROGRESS (409, Retry-After)
+  // before the statement timeout cancels its statement (a 503 that says nothing of the claim).
+  it('refuses an idempotency lock timeout not shorter than the statement timeout, naming it', () => {
+    for (const lock of ['10000', '20000']) {
+      expect(() => parseConfig(commandApiConfig, { IDEMPOTENCY_LOCK_TIMEOUT_MS: lock, DATABASE_STATEMENT_TIMEOUT_MS: '10000' })).toThrow(
+        /IDEMPOTENCY_LOCK_TIMEOUT_MS: must be shorter than DATABASE_STATEMENT_TIMEOUT_MS/,
+      );
+    }
+    expect(parseConfig(commandApiConfig, { IDEMPOTENCY_LOCK_TIMEOUT_MS: '9999', DATABASE_STATEMENT_TIMEOUT_MS: '10000' })).toMatchObject({
+      IDEMPOTENCY_LOCK_TIMEOUT_MS: 9999,
+    });
+  });
+});
