@@ -185,4 +185,29 @@ describe('the history checker', () => {
       ]),
     );
   });
+
+  // The detectors the clean and broken runs above never set off: each must fire on its own.
+  it('counts a retry answered with another order than the first answer as duplicated', () => {
+    const run = cleanRun();
+    run.history.attempts.push(attempt({ key: 'k1', intent: 'retry', status: 201, orderId: B, replayed: true }));
+    const { counts, problems } = check(run.history, run.snapshot, run.kafka);
+    expect(counts.duplicated).toBe(1);
+    expect(problems).toEqual([`duplicated: orders.create k1 was answered differently: 201 ${A} / 201 ${B}`]);
+  });
+
+  it("counts one order's events on two partitions as out of order", () => {
+    const run = cleanRun();
+    run.kafka[1] = { ...run.kafka[1], partition: 2, offset: 9 };
+    const { counts, problems } = check(run.history, run.snapshot, run.kafka);
+    expect(counts.outOfOrder).toBe(1);
+    expect(problems).toEqual([`outOfOrder: the events of ${A} are on partitions 1, 2`]);
+  });
+
+  it('counts a webhook recorded as delivered that the receiver never accepted as lost', () => {
+    const run = cleanRun();
+    run.snapshot.webhookPosts = run.snapshot.webhookPosts.filter((post) => post.messageId !== PB);
+    const { counts, problems } = check(run.history, run.snapshot, run.kafka);
+    expect(counts.lost).toBe(1);
+    expect(problems).toEqual([`lost: webhook delivery ${PB} recorded as delivered but never accepted`]);
+  });
 });
