@@ -83,6 +83,22 @@ describe('postWebhook', () => {
     }
   });
 
+  it.each([408, 425, 429])('retries a %i, a 4xx that asks for patience, with its Retry-After', async (status) => {
+    const patient = await receiver(5_000, status, { 'retry-after': '30' });
+    try {
+      expect(await postWebhook(patient.url, {}, '{}', 2_000)).toEqual({
+        result: '4xx',
+        verdict: 'retry',
+        statusCode: status,
+        error: `receiver answered ${status}`,
+        retryAfterMs: 30_000,
+      });
+    } finally {
+      patient.server.closeAllConnections();
+      await close(patient.server);
+    }
+  });
+
   it('calls an answer whose body stops coming a timeout, not a lost connection', async () => {
     // Headers at once, then the body never ends: the timeout bounds the whole exchange.
     const stalling = createServer((req, res) => {
