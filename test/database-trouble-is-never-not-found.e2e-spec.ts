@@ -106,6 +106,32 @@ describe('when the same scope is held by a transaction still in flight', () => {
     }
   });
 
+  // The outage above fails authentication first (the key cache stops trusting itself when its listener is cut):
+  // here only the read's own statement cannot run, with the client authenticated from the cache.
+  it('a read whose table is locked is a 503 to retry, never a 404: a receipt and an order', async () => {
+    const { apiKey } = await db.tenant();
+    const client = new ApiClientSession(suite.api.url, apiKey);
+    const order = (await client.createOrder('read-me', { sku: 'A', quantity: 1 })).body;
+    const holder = await session();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE idempotency_receipts, orders IN ACCESS EXCLUSIVE MODE');
+      for (const path of ['/v1/idempotency-receipts/orders.create/read-me', `/v1/orders/${order.id}`]) {
+        const blocked = await client.get(path);
+        expect({ path, status: blocked.status, type: blocked.body?.type }).toEqual({
+          path,
+          status: 503,
+          type: '/problems/service-unavailable',
+        });
+      }
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect((await client.get('/v1/idempotency-receipts/orders.create/read-me')).status).toBe(200);
+    expect((await client.get(`/v1/orders/${order.id}`)).status).toBe(200);
+  });
+
   it('a lock wait on the order itself is a 503 to retry, not an in-progress duplicate', async () => {
     const { tenantId, apiKey } = await db.tenant();
     const client = new ApiClientSession(suite.api.url, apiKey);
@@ -118,7 +144,7 @@ describe('when the same scope is held by a transaction still in flight', () => {
       expect(blocked.status).toBe(503);
       expect(blocked.body.type).toBe('/problems/service-unavailable');
       // The 503 is logged with the database's diagnosis, never with the statement's values.
-      const logged = await logLine(suite.api, (line) => line.level === 50 && line.err?.code === '55P03');
+      const logged = await logLine(suite.api, (line) => line.level === 50 && line.requestId === blocked.headers['x-request-id']);
       expect(logged).toMatchObject({
         problem: '/problems/service-unavailable',
         err: { message: expect.stringMatching(/lock timeout/) },
