@@ -132,6 +132,11 @@ describe('cancelling and reading orders', () => {
       responseStatus: 404,
       effect: null,
     });
+    // Kept IDEMPOTENCY_RETENTION_SECONDS_NOT_FOUND (60 s by default), not the operation's day: computed again
+    // it is the same answer, and a flood of made-up ids must not leave day-long receipts.
+    const keptMs = Date.parse(receipt.body.expiresAt) - Date.parse(receipt.body.createdAt);
+    expect(keptMs).toBeGreaterThan(55_000);
+    expect(keptMs).toBeLessThanOrEqual(60_000);
   });
 
   it("cancelling another tenant's order is the same 404, and that order stays placed", async () => {
