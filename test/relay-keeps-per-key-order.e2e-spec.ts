@@ -43,11 +43,11 @@ describe('several relay instances', () => {
     return started;
   }
 
-  /** `perKey` events for each of KEYS keys, interleaved, written by the real writer in 100-row transactions. */
-  async function writeEvents(tenantId: string, perKey: number): Promise<void> {
+  /** Events `from` to `to` of each of KEYS keys, interleaved, written by the real writer in transactions of `rows`. */
+  async function writeEvents(tenantId: string, to: number, { from = 1, rows = 100 } = {}): Promise<void> {
     const events: [string, number][] = [];
-    for (let n = 1; n <= perKey; n++) for (let k = 0; k < KEYS; k++) events.push([`key-${k}`, n]);
-    for (let i = 0; i < events.length; i += 100) await outbox.commit(tenantId, events.slice(i, i + 100));
+    for (let n = from; n <= to; n++) for (let k = 0; k < KEYS; k++) events.push([`key-${k}`, n]);
+    for (let i = 0; i < events.length; i += rows) await outbox.commit(tenantId, events.slice(i, i + rows));
   }
 
   it('3 instances, 10,000 events over 100 keys: every event arrives and each key keeps its order', async () => {
@@ -82,17 +82,31 @@ describe('several relay instances', () => {
     const read = new TopicReader(kafka, tenantId);
     await read.start();
     try {
-      await writeEvents(tenantId, 30);
-      const expected = new Set(
-        (await outbox.dataSource.query('SELECT id FROM outbox_messages WHERE tenant_id = $1', [tenantId])).map((r: { id: string }) => r.id),
-      );
+      const unpublished = async () =>
+        Number(
+          (
+            await outbox.dataSource.query('SELECT count(*) AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL', [
+              tenantId,
+            ])
+          )[0].n,
+        );
+      // Each victim gets a backlog of 15 events per key (1,500 rows, one commit) and is killed while it drains it.
+      let killedWithRowsWaiting = 0;
       for (let round = 0; round < 4; round++) {
         const victim = await relay();
-        await new Promise((resolve) => setTimeout(resolve, 150 + Math.floor(Math.random() * 600)));
+        await writeEvents(tenantId, 15 * (round + 1), { from: 15 * round + 1, rows: 1_500 });
+        await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 60)));
+        const waiting = await unpublished();
         await victim.stop('SIGKILL');
+        if (waiting > 0) killedWithRowsWaiting++;
         relays.splice(relays.indexOf(victim), 1);
       }
       await relay();
+      // The kills struck a relay with work to do, not only idle ones.
+      expect(killedWithRowsWaiting).toBeGreaterThan(0);
+      const expected = new Set(
+        (await outbox.dataSource.query('SELECT id FROM outbox_messages WHERE tenant_id = $1', [tenantId])).map((r: { id: string }) => r.id),
+      );
 
       const messages = await read.until((m) => new Set(m.map((x) => x.headers[Headers.messageId])).size >= expected.size, 120_000);
       expect(new Set(messages.map((m) => m.headers[Headers.messageId]))).toEqual(expected);
@@ -103,7 +117,7 @@ describe('several relay instances', () => {
         if (first.has(id)) expect({ key: m.key, value: m.value }).toEqual({ key: first.get(id)!.key, value: first.get(id)!.value });
         else first.set(id, m);
       }
-      expectFirstOccurrencesInOrder(sequencesByKey(messages), 30);
+      expectFirstOccurrencesInOrder(sequencesByKey(messages), 60);
     } finally {
       await read.stop();
     }
