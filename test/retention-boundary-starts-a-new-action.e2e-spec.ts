@@ -1,7 +1,10 @@
+import { Client } from 'pg';
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
 import { eventually } from './support/eventually';
+import { HttpResult } from './support/http';
+import { testEnv } from './support/test-env';
 
 const RETENTION_SECONDS = 2;
 
@@ -57,6 +60,51 @@ describe('the retention window is the boundary of "the same action"', () => {
     expect(racing.filter((r) => r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
     expect(new Set(racing.map((r) => r.body.id)).size).toBe(1);
     expect(racing[0].body.quantity).toBe(3);
+    expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 1, outbox: 2 });
+  });
+
+  /**
+   * The race the conditional replacement of an expired receipt is there for: several re-executions read
+   * the expired receipt, then all try to replace it. A session holding the receipt FOR SHARE lines them up
+   * at that UPDATE (as a burst of them does now and then by itself); the first to get the row replaces
+   * it, and each one after it, seeing a receipt that no longer expired, must replay that execution.
+   */
+  it('re-executions after expiry that all reached the replacement make one order', async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(suite.api.url, apiKey);
+    expect((await client.createOrder('intent-c', { sku: 'SKU-1', quantity: 1 })).status).toBe(201);
+    await waitForExpiry(client, 'intent-c');
+
+    const holder = new Client({ connectionString: testEnv.ordersUrl });
+    await holder.connect();
+    let racing: HttpResult[];
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        `SELECT 1 FROM idempotency_receipts WHERE tenant_id = $1 AND operation = 'orders.create' AND idempotency_key = 'intent-c' FOR SHARE`,
+        [tenantId],
+      );
+      const sent = Promise.all(Array.from({ length: 6 }, () => client.createOrder('intent-c', { sku: 'SKU-1', quantity: 1 })));
+      // Every one of them has read the expired receipt and waits at its replacement.
+      // (Looked at from another session: the holder's transaction would see one snapshot of the activity.)
+      await eventually(
+        async () =>
+          (
+            await db.pool.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE idempotency_receipts%'`,
+            )
+          ).rows[0].n,
+        (waiting) => waiting >= 6,
+        { what: 'six re-executions waiting at the replacement' },
+      );
+      await holder.query('COMMIT');
+      racing = await sent;
+    } finally {
+      await holder.end();
+    }
+    expect(racing.map((r) => r.status)).toEqual(Array(6).fill(201));
+    expect(racing.filter((r) => r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
+    expect(new Set(racing.map((r) => r.body.id)).size).toBe(1);
     expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 1, outbox: 2 });
   });
 
