@@ -50,6 +50,10 @@ describe('webhook delivery leases', () => {
     const second = await claim(60_000);
     expect(second.leaseId).not.toBe(first.leaseId);
 
+    // The stale result comes while the newer claim's POST is still out: it must not settle the row under it.
+    expect(await settle(dataSource.manager, [result(messageId, first.leaseId, 'dead')])).toBe(0);
+    const [leased] = await dataSource.query('SELECT state, attempts, lease_id FROM webhook_deliveries WHERE message_id = $1', [messageId]);
+    expect(leased).toEqual({ state: 'pending', attempts: 0, lease_id: second.leaseId });
     expect(await settle(dataSource.manager, [result(messageId, second.leaseId, 'delivered')])).toBe(1);
     expect(await settle(dataSource.manager, [result(messageId, first.leaseId, 'pending')])).toBe(0);
     const [row] = await dataSource.query(
