@@ -161,8 +161,13 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
 
   it("inbox:sweep deletes only rows older than each consumer's own declared retention", async () => {
     const [short, long] = [`h1-sweep-short-${randomUUID().slice(0, 6)}`, `h1-sweep-long-${randomUUID().slice(0, 6)}`];
-    consumers.push(short, long);
-    await fulfillment.pool.query('INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, 3600)', [short]);
+    // Beside `short` in its database, with a longer retention: a sweep of `short` must not touch its rows.
+    const beside = `h1-sweep-beside-${randomUUID().slice(0, 6)}`;
+    consumers.push(short, long, beside);
+    await fulfillment.pool.query('INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, 3600), ($2, 7200)', [
+      short,
+      beside,
+    ]);
     await notifier.pool.query('INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, 7200)', [long]);
     const insert = async (pool: FulfillmentDb['pool'], consumer: string, ageSeconds: number[]) => {
       const ids = ageSeconds.map(() => randomUUID());
@@ -178,9 +183,13 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
     // 90 minutes is past the short retention but inside the long one: the long consumer keeps it.
     const shortRows = await insert(fulfillment.pool, short, [7200, 7300, 7400, 1800]);
     const longRows = await insert(notifier.pool, long, [3 * 3600, 4 * 3600, 5400]);
+    const besideRows = await insert(fulfillment.pool, beside, [9000, 5400]);
     const left = async () => ({
       short: (
         await fulfillment.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [short])
+      ).rows.map((r) => r.message_id),
+      beside: (
+        await fulfillment.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [beside])
       ).rows.map((r) => r.message_id),
       long: (await notifier.pool.query('SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY kafka_offset', [long])).rows.map(
         (r) => r.message_id,
@@ -192,23 +201,24 @@ describe('ops keeps the outbox and the inboxes in bounds', () => {
     expect(dry.consumers).toEqual(
       expect.arrayContaining([
         { database: 'fulfillment', consumer: short, retentionSeconds: 3600, eligible: 3, deleted: 0 },
+        { database: 'fulfillment', consumer: beside, retentionSeconds: 7200, eligible: 1, deleted: 0 },
         { database: 'notifier', consumer: long, retentionSeconds: 7200, eligible: 2, deleted: 0 },
       ]),
     );
-    expect(await left()).toEqual({ short: shortRows, long: longRows });
+    expect(await left()).toEqual({ short: shortRows, beside: besideRows, long: longRows });
 
     const one = json(await ops(['inbox:sweep', '--consumer', short, '--json']));
     expect(one).toEqual({
       dryRun: false,
       consumers: [{ database: 'fulfillment', consumer: short, retentionSeconds: 3600, eligible: 3, deleted: 3 }],
     });
-    expect(await left()).toEqual({ short: shortRows.slice(3), long: longRows });
+    expect(await left()).toEqual({ short: shortRows.slice(3), beside: besideRows, long: longRows });
 
     const every = await ops(['inbox:sweep']);
     expect(every.status).toBe(0);
     expect(every.stdout).toContain(`${long} (database notifier, retention 2h): deleted 2 inbox row(s)`);
     expect(every.stdout).toContain(`${short} (database fulfillment, retention 1h): deleted 0 inbox row(s)`);
-    expect(await left()).toEqual({ short: shortRows.slice(3), long: longRows.slice(2) });
+    expect(await left()).toEqual({ short: shortRows.slice(3), beside: besideRows.slice(1), long: longRows.slice(2) });
   });
 });
 
