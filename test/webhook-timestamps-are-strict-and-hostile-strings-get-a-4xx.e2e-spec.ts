@@ -152,6 +152,37 @@ describe('the webhook receiver holds every string field to its rule: a 4xx, neve
     },
     searchTimeout(120_000),
   );
+
+  // The id is the receiver's dedupe key, stored in a unique index (whose entries PostgreSQL caps at
+  // about 2.7 kB): a signed id of any length must be a 4xx or a delivery, never a 5xx.
+  it(
+    'a signed webhook-id of any length: up to 256 characters stored once, longer refused with a problem that stores nothing',
+    async () => {
+      const ids = fc
+        .tuple(fc.integer({ min: 1, max: 8_000 }), fc.constantFrom('a', 'Z', '9', '_', '-', '.', '~'))
+        .map(([length, char]) => `${randomUUID()}${char.repeat(length)}`.slice(-length));
+      await fc.assert(
+        fc.asyncProperty(ids, async (id) => {
+          const before = await db.total();
+          const text = JSON.stringify(placedBody());
+          const result = await postWebhook(receiver.url, signedHeaders({ id, at: new Date(), body: text }, [secret]), text);
+          if (id.length <= 256) {
+            expect({ length: id.length, status: result.status }).toEqual({ length: id.length, status: 204 });
+            expect(await db.total()).toBe(before + 1);
+          } else {
+            expect({ length: id.length, status: result.status, type: result.headers['content-type'] }).toEqual({
+              length: id.length,
+              status: 401,
+              type: expect.stringMatching(PROBLEM_JSON),
+            });
+            expect(await db.total()).toBe(before);
+          }
+        }),
+        { ...searchSettings({ fast: 30, long: 300 }), examples: [['x'.repeat(256)], ['x'.repeat(257)], ['x'.repeat(3_000)]] },
+      );
+    },
+    searchTimeout(60_000),
+  );
 });
 
 describe('the notifier sends only a timestamp it can vouch for', () => {
