@@ -294,9 +294,11 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     );
     expect([coordinates.kafka_partition, coordinates.kafka_offset]).toEqual([at.partition, at.offset]);
     mine.add(coordinates.message_id);
-    // Dead-lettered 30 days ago, while another consumer remembers message-ids for 14 days only.
+    // First seen 30 days ago (its occurred-at) and dead-lettered only yesterday, after a long run of retries or
+    // a re-drive, while another consumer remembers message-ids for 14 days only: that consumer saw it a month ago.
     await db.pool.query('INSERT INTO inbox_consumers (consumer, retention_seconds) VALUES ($1, $2)', [guardConsumer, 14 * 24 * 3600]);
     const longAgo = new Date(Date.now() - 30 * 24 * 3600 * 1000);
+    const yesterday = new Date(Date.now() - 24 * 3600 * 1000);
     await db.pool.query(
       `INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type, headers, payload, error, attempts, dead_lettered_at)
        VALUES ('notifier', $1, $2, 0, 0, $3, 'OrderPlaced', $4, '{}', 'webhook answered 400; not retried', 1, $5)`,
@@ -305,7 +307,7 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
         Topics.orderEvents,
         randomUUID(),
         { [Headers.messageId]: forgottenId, [Headers.occurredAt]: longAgo.toISOString() },
-        longAgo,
+        yesterday,
       ],
     );
 
