@@ -39,27 +39,25 @@ function orderCancelled(tenantId: string, orderId: string): OrderEvent {
   return { type: OrderEventTypes.cancelled, tenantId, key: orderId, payload, messageId: randomUUID() };
 }
 
-/** Produces as the relay does: key = order id, the relay's headers, the JSON payload. */
-async function produce(producer: Producer, event: OrderEvent): Promise<Produced> {
+/** Produces as the relay does: key = order id, the relay's headers, the JSON payload; `events` in one request, in order. */
+async function produce(producer: Producer, ...events: OrderEvent[]): Promise<Produced> {
   const [meta] = await producer.send({
     topic: Topics.orderEvents,
     acks: -1,
-    messages: [
-      {
-        key: event.key,
-        value: JSON.stringify(event.payload),
-        headers: {
-          [Headers.messageId]: event.messageId,
-          [Headers.eventType]: event.type,
-          [Headers.eventVersion]: '1',
-          [Headers.tenantId]: event.tenantId,
-          [Headers.aggregateId]: event.key,
-          [Headers.occurredAt]: '2026-12-04T10:00:00.000Z',
-        },
+    messages: events.map((event) => ({
+      key: event.key,
+      value: JSON.stringify(event.payload),
+      headers: {
+        [Headers.messageId]: event.messageId,
+        [Headers.eventType]: event.type,
+        [Headers.eventVersion]: '1',
+        [Headers.tenantId]: event.tenantId,
+        [Headers.aggregateId]: event.key,
+        [Headers.occurredAt]: '2026-12-04T10:00:00.000Z',
       },
-    ],
+    })),
   });
-  return { messageId: event.messageId, partition: meta.partition, offset: meta.baseOffset! };
+  return { messageId: events[0].messageId, partition: meta.partition, offset: meta.baseOffset! };
 }
 
 const tenant = () => `t-notifier-${randomUUID().slice(0, 8)}`;
@@ -224,6 +222,23 @@ describe('the notifier delivers each order event as a signed webhook, once per m
     ]);
     expect(verified(requests[3])).toEqual({ type: 'order.cancelled', timestamp: '2026-12-04T10:00:00.000Z', data: cancelled.payload });
     expect(await db.inbox(cancelled.messageId)).toEqual([{ consumer: 'notifier', outcome: 'applied' }]);
+  });
+
+  it("one order's events handled in one batch get their webhooks in the order of the events", async () => {
+    const tenantId = tenant();
+    const orders = Array.from({ length: 5 }, () => randomUUID());
+    // Each order's OrderPlaced and OrderCancelled in one request: they reach the notifier in one batch.
+    await Promise.all(orders.map((orderId) => produce(producer, orderPlaced(tenantId, orderId), orderCancelled(tenantId, orderId))));
+
+    await db.until(
+      () => db.deliveries(tenantId),
+      (rows) => rows.length === 2 * orders.length && rows.every((r) => r.state === 'delivered'),
+    );
+    const requests = receiver.forTenant(tenantId);
+    for (const orderId of orders) {
+      const types = requests.filter((r) => r.body.data.orderId === orderId).map((r) => r.body.type);
+      expect({ orderId, types }).toEqual({ orderId, types: ['order.placed', 'order.cancelled'] });
+    }
   });
 
   it('a 400 is dead at once with the reason; the next webhook of its order goes out after it', async () => {
