@@ -3,6 +3,7 @@ import { AddressInfo } from 'node:net';
 import {
   ForbiddenError,
   InvalidRequestError,
+  OutcomeExpiredError,
   OutcomeUnknownError,
   RateLimitedError,
   RequestInProgressError,
@@ -132,6 +133,26 @@ describe('OrdersClient: what is retried', () => {
     ];
     const outcome = await client().createOrder({ sku: 'S', quantity: 1 });
     expect(outcome).toMatchObject({ replayed: true, resolvedFromReceipt: true, attempts: 2 });
+  });
+
+  it("after an unknown outcome, a receipt that expired before the call began is an earlier action's: sent again; one that expired since is this call's", async () => {
+    const gateway: Reply = { status: 504, body: 'gateway timeout', headers: { 'Content-Type': 'text/plain' } };
+    const expired = (expiresAt: string): Reply => ({
+      status: 200,
+      body: JSON.stringify({ status: 'expired', responseStatus: 201, effect: { type: 'order', id: order.id }, expiresAt }),
+    });
+    script = [gateway, expired('2020-01-01T00:00:00Z'), created];
+    const outcome = await client().createOrder({ sku: 'S', quantity: 1 }, { key: 'k-reused' });
+    expect(outcome).toMatchObject({ resolvedFromReceipt: false, attempts: 2 });
+    expect(requests.map((request) => request.method)).toEqual(['POST', 'GET', 'POST']);
+
+    requests = [];
+    script = [gateway, expired(new Date(Date.now() + 60_000).toISOString())];
+    const error = await client()
+      .createOrder({ sku: 'S', quantity: 1 }, { key: 'k-expired' })
+      .catch((failure) => failure);
+    expect(error).toBeInstanceOf(OutcomeExpiredError);
+    expect(requests.map((request) => request.method)).toEqual(['POST', 'GET']);
   });
 
   it('gives up at the deadline: the last error when the outcome is known, OutcomeUnknownError when it is not', async () => {
