@@ -232,6 +232,51 @@ describe('ops audit checks that effects, receipts, events and inboxes describe t
     }
   }, 180_000);
 
+  it("names a receipt of another tenant's order, a cancel receipt whose order is not cancelled, and an event whose payload names another tenant or order", async () => {
+    const eventOf = async (orderId: string, type: string) =>
+      (await orders.query(`SELECT id FROM outbox_messages WHERE message_key = $1 AND event_type = $2`, [orderId, type])).rows[0].id;
+    const [o2Placed, o4Placed] = [await eventOf(ids.o2, 'OrderPlaced'), await eventOf(ids.o4, 'OrderPlaced')];
+    const stranger = randomUUID();
+    await orders.query(`UPDATE idempotency_receipts SET tenant_id = 'intruder' WHERE tenant_id = $1 AND idempotency_key = 'order-4'`, [
+      tenant,
+    ]);
+    await orders.query(`UPDATE orders SET status = 'placed' WHERE id = $1`, [ids.o3]);
+    await orders.query(`UPDATE outbox_messages SET payload = jsonb_set(payload, '{tenantId}', '"intruder"') WHERE id = $1`, [o2Placed]);
+    await orders.query(`UPDATE outbox_messages SET payload = jsonb_set(payload, '{orderId}', to_jsonb($2::text)) WHERE id = $1`, [
+      o4Placed,
+      stranger,
+    ]);
+    try {
+      const report = failedReport(await audit(['--json', '--grace-seconds', '0']));
+      expect(mismatches(report)).toMatchObject({ 'receipts-have-effects': 2, 'outbox-events-have-orders': 2 });
+      expect(check(report, 'receipts-have-effects').examples).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ problem: 'receipt names an order of another tenant', tenant: 'intruder', key: 'order-4' }),
+          expect.objectContaining({ problem: 'receipt says cancelled, the order is not', tenant, key: 'cancel-3' }),
+        ]),
+      );
+      expect(check(report, 'outbox-events-have-orders').examples).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ problem: 'event payload names another tenant', messageId: o2Placed }),
+          expect.objectContaining({ problem: 'event payload names another order', messageId: o4Placed }),
+        ]),
+      );
+    } finally {
+      await orders.query(`UPDATE idempotency_receipts SET tenant_id = $1 WHERE tenant_id = 'intruder' AND idempotency_key = 'order-4'`, [
+        tenant,
+      ]);
+      await orders.query(`UPDATE orders SET status = 'cancelled' WHERE id = $1`, [ids.o3]);
+      await orders.query(`UPDATE outbox_messages SET payload = jsonb_set(payload, '{tenantId}', to_jsonb($2::text)) WHERE id = $1`, [
+        o2Placed,
+        tenant,
+      ]);
+      await orders.query(`UPDATE outbox_messages SET payload = jsonb_set(payload, '{orderId}', to_jsonb($2::text)) WHERE id = $1`, [
+        o4Placed,
+        ids.o4,
+      ]);
+    }
+  }, 120_000);
+
   it('names an event keyed by another spelling of its order id, as cancels were written before ids were canonical', async () => {
     const { rows } = await orders.query(
       `UPDATE outbox_messages SET message_key = upper(message_key), payload = jsonb_set(payload, '{orderId}', to_jsonb(upper(message_key)))
