@@ -69,6 +69,31 @@ describe('health endpoints', () => {
     expect(JSON.parse(notReady[0])).toMatchObject({ level: 40, down: { kafka: expect.stringMatching(/\S/) } });
   });
 
+  // A partition, not a refusal: nothing comes back on the pool's open connections. The probe must still
+  // answer within its bound (the ping's 2 s), or the orchestrator's probe times out with no reason given.
+  it('answers 503 naming the database, within seconds, when the database stops answering', async () => {
+    const url = new URL(testEnv.ordersUrl);
+    const proxy = await TcpProxy.start({ host: url.hostname, port: Number(url.port || 5432) });
+    url.port = String(proxy.port);
+    try {
+      const app = await start('command-api', { ORDERS_DATABASE_URL: url.toString() });
+      expect((await get(app, '/health/ready')).status).toBe(200);
+      proxy.freeze();
+      await pause(1_100); // past the one-second answer every probe shares
+      const asked = Date.now();
+      const ready = await get(app, '/health/ready');
+      expect({ status: ready.status, unavailable: ready.body.unavailable, detail: ready.body.detail }).toEqual({
+        status: 503,
+        unavailable: ['orders'],
+        detail: 'orders is down',
+      });
+      expect(Date.now() - asked).toBeLessThan(5_000);
+      expect((await get(app, '/health/live')).status).toBe(200);
+    } finally {
+      await proxy.cut();
+    }
+  }, 30_000);
+
   it('answers a flood of readiness probes with one database ping a second, not one each', async () => {
     const url = new URL(testEnv.ordersUrl);
     const proxy = await TcpProxy.start({ host: url.hostname, port: Number(url.port || 5432) });
