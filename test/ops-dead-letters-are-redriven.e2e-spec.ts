@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Producer } from 'kafkajs';
+import { Client } from 'pg';
 import { CANONICAL_UUID_PATTERN, DeadLetterHeaders, Headers, OrderEventTypes, OrderPlacedV1, Topics } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
 import { ensureServiceTopics, testKafka } from './support/kafka';
@@ -8,6 +9,7 @@ import { json, ops, OpsRun } from './support/ops-cli';
 import { ReadMessage, TopicReader } from './support/topic-reader';
 import { WebhookReceiver } from './support/webhook-receiver';
 import { eventually } from './support/eventually';
+import { testEnv } from './support/test-env';
 
 /**
  * dlq:list and dlq:redrive against the real notifier (its own process), a real webhook receiver, real
@@ -337,4 +339,62 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
     });
     expect((await deadLetter(forgottenId))[0].redriven_at).toBeNull();
   });
+
+  /**
+   * Two operators (or a script run twice) re-driving one dead letter at once: each read it as re-drivable,
+   * and the re-drive locks it before it publishes. Only the first publishes; the others, let in after
+   * its commit, find it re-driven and say so. A session holding the dead letter lines them up at that lock.
+   */
+  it('re-drives run at once publish a dead letter once; the others say another run re-drove it', async () => {
+    const racing = orderPlaced();
+    mine.add(racing.messageId);
+    const headers = {
+      [Headers.messageId]: racing.messageId,
+      [Headers.eventType]: OrderEventTypes.placed,
+      [Headers.eventVersion]: '1',
+      [Headers.tenantId]: tenantId,
+      [Headers.aggregateId]: racing.orderId,
+      [Headers.occurredAt]: new Date().toISOString(),
+    };
+    await db.pool.query(
+      `INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type, headers, payload, error, attempts)
+       VALUES ('notifier', $1, $2, 0, 0, $3, 'OrderPlaced', $4, $5, 'webhook answered 400; not retried', 1)`,
+      [racing.messageId, Topics.orderEvents, racing.orderId, headers, JSON.stringify(racing.payload)],
+    );
+    const topic = new TopicReader(kafka, tenantId);
+    await topic.start();
+    const holder = new Client({ connectionString: testEnv.notifierUrl });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM dead_letters WHERE consumer = 'notifier' AND message_id = $1 FOR UPDATE`, [racing.messageId]);
+      const runs = Promise.all([0, 1, 2].map(() => ops(['dlq:redrive', racing.messageId])));
+      await eventually(
+        async () =>
+          (
+            await db.pool.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'ops' AND wait_event_type = 'Lock'`,
+            )
+          ).rows[0].n,
+        (waiting) => waiting === 3,
+        { timeoutMs: 60_000, what: 'three re-drives waiting on the dead letter' },
+      );
+      await holder.query('COMMIT');
+      const done = await runs;
+      expect(done.map((run) => run.status).sort()).toEqual([0, 1, 1]);
+      for (const refused of done.filter((run) => run.status === 1)) {
+        expect(oneLine(refused)).toMatch(
+          new RegExp(`re-driving ${racing.messageId} \\(notifier\\) was re-driven meanwhile by another run`),
+        );
+      }
+      // Every run has exited, so whatever it sent is on the topic.
+      const copiesOf = (messages: ReadMessage[]) => messages.filter((m) => m.headers[Headers.messageId] === racing.messageId);
+      await topic.until((messages) => copiesOf(messages).length >= 1);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(copiesOf(topic.messages)).toHaveLength(1);
+    } finally {
+      await holder.end();
+      await topic.stop();
+    }
+  }, 120_000);
 });
