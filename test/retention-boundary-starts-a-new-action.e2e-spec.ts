@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import { fingerprint } from '@app/idempotency';
 import { ApiClientSession, commandApiFixture } from './support/command-api';
 import { startApp } from './support/apps';
 import { OrdersDb } from './support/orders-db';
@@ -106,6 +108,36 @@ describe('the retention window is the boundary of "the same action"', () => {
     expect(racing.filter((r) => r.headers['idempotent-replayed'] === undefined)).toHaveLength(1);
     expect(new Set(racing.map((r) => r.body.id)).size).toBe(1);
     expect(await db.counts(tenantId)).toEqual({ orders: 2, receipts: 1, outbox: 2 });
+  });
+
+  /**
+   * The sweep compacts a receipt once it expired on the sweep's clock (its response goes; status, effect
+   * and times stay), and a claim whose transaction began a moment earlier still sees it before its
+   * expiry. A compacted receipt has no response left to replay: until it expires on the claim's clock
+   * too the key is busy (409, retry), and then a new action.
+   */
+  it("a receipt the sweep compacted is never replayed, even before its expiry on the claim's clock", async () => {
+    const { tenantId, apiKey } = await db.tenant();
+    const client = new ApiClientSession(suite.api.url, apiKey);
+    const earlier = randomUUID();
+    await db.pool.query(
+      `INSERT INTO idempotency_receipts (tenant_id, operation, idempotency_key, fingerprint, fingerprint_version, region, response_status,
+                                         effect_type, effect_id, created_at, completed_at, expires_at, compacted_at)
+       VALUES ($1, 'orders.create', 'intent-compacted', $2, 1, 'local', 201, 'order', $3, now() - interval '1 hour', now() - interval '1 hour',
+               now() + interval '1.5 seconds', now())`,
+      [tenantId, fingerprint({ sku: 'SKU-1', quantity: 1, customerRef: null }).value, earlier],
+    );
+    const busy = await client.createOrder('intent-compacted', { sku: 'SKU-1', quantity: 1 });
+    expect({ status: busy.status, code: busy.body.code, retryAfter: busy.headers['retry-after'] }).toEqual({
+      status: 409,
+      code: 'IDEMPOTENCY.IN_PROGRESS',
+      retryAfter: '1',
+    });
+    await waitForExpiry(client, 'intent-compacted');
+    const again = await client.createOrder('intent-compacted', { sku: 'SKU-1', quantity: 1 });
+    expect({ status: again.status, replayed: again.headers['idempotent-replayed'] }).toEqual({ status: 201, replayed: undefined });
+    expect(again.body.id).not.toBe(earlier);
+    expect(await db.counts(tenantId)).toEqual({ orders: 1, receipts: 1, outbox: 1 });
   });
 
   it('the business rule outlives the receipt: customerRef stays unique after the receipt expired', async () => {
