@@ -1,16 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { Kafka, Producer } from 'kafkajs';
-import pino from 'pino';
-import { DataSource } from 'typeorm';
 import { Headers } from '@app/contracts';
-import { InboxConsumer } from '@app/inbox';
-import { postgresOptions } from '@app/platform';
 import { eventually } from './support/eventually';
-import { FulfillmentDb } from './support/fulfillment-db';
-import { testKafka, uniqueTopic } from './support/kafka';
+import { inboxConsumersOfTheirOwn } from './support/inbox-consumers-of-their-own';
 import { searchSettings, searchTimeout } from './support/search';
-import { testEnv } from './support/test-env';
 
 /**
  * A consumer stopping in the middle of a batch (a deploy's SIGTERM) leaves the rest of the batch for
@@ -22,40 +15,16 @@ import { testEnv } from './support/test-env';
  * and every message must be in the inbox.
  */
 describe('a consumer stopped in the middle of a batch loses nothing', () => {
-  const kafka: Kafka = testKafka('mid-batch-e2e');
-  const dataSource = new DataSource(postgresOptions({ url: testEnv.fulfillmentUrl, applicationName: 'e2e-mid-batch', poolSize: 3 }));
-  const db = new FulfillmentDb();
-  let producer: Producer;
-
-  beforeAll(async () => {
-    await dataSource.initialize();
-    producer = kafka.producer({ idempotent: true });
-    await producer.connect();
-  });
-  afterAll(async () => {
-    await producer?.disconnect();
-    await dataSource.destroy();
-    await db.close();
-  });
+  const suite = inboxConsumersOfTheirOwn('mid-batch');
+  const { db } = suite;
 
   /** A consumer of `topic` in group `name` recording inbox rows only, each transaction taking `delayMs` more. */
   function consumerOf(name: string, topic: string, delayMs: number, applied: Set<string>) {
-    return new InboxConsumer({
-      name,
-      kafka,
-      topics: [topic],
-      dataSource,
+    return suite.consumer(name, topic, {
       handler: async (_db, messages) => {
         await new Promise((resolve) => setTimeout(resolve, delayMs));
         return messages.map(() => 'applied' as const);
       },
-      deadLetterTopic: `${topic}.dlq`,
-      maxAttempts: 3,
-      retryDelayMs: () => 50,
-      logger: pino({ level: 'silent' }),
-      sessionTimeoutMs: 6_000,
-      retentionSeconds: 30 * 24 * 3_600,
-      sweepIntervalSeconds: 0,
       onOutcome: (_outcome, message) => applied.add(message.messageId!),
     });
   }
@@ -77,15 +46,10 @@ describe('a consumer stopped in the middle of a batch loses nothing', () => {
       let stoppedEarly = 0;
       await fc.assert(
         fc.asyncProperty(plans, async ({ count, delayMs, stopAfter, into }) => {
-          const name = `mid-batch-e2e-${randomUUID().slice(0, 8)}`;
-          const topic = uniqueTopic('mid-batch');
-          const admin = kafka.admin();
-          await admin.connect();
-          await admin.createTopics({ topics: [{ topic }, { topic: `${topic}.dlq` }], waitForLeaders: true });
-          await admin.disconnect();
+          const { topic, name } = await suite.topicAndName();
           const ids = Array.from({ length: count }, () => randomUUID());
           for (let i = 0; i < count; i += 500) {
-            await producer.send({
+            await suite.producer().send({
               topic,
               acks: -1,
               messages: ids
@@ -119,9 +83,7 @@ describe('a consumer stopped in the middle of a batch loses nothing', () => {
           } finally {
             await first.stop();
             await second.stop();
-            // Nothing of it stays for the suites after: `outbox:replay`'s guard reads every consumer's retention.
-            await db.pool.query('DELETE FROM inbox_consumers WHERE consumer = $1', [name]);
-            await db.pool.query('DELETE FROM inbox_messages WHERE consumer = $1', [name]);
+            await suite.forget(name);
           }
         }),
         searchSettings({ fast: 4, long: 30 }),

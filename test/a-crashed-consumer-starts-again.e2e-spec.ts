@@ -1,16 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { Kafka, Producer } from 'kafkajs';
-import pino from 'pino';
-import { DataSource } from 'typeorm';
 import { Headers } from '@app/contracts';
-import { ConsumerOutcome, InboxConsumer } from '@app/inbox';
-import { postgresOptions } from '@app/platform';
+import { ConsumerOutcome } from '@app/inbox';
 import { eventually } from './support/eventually';
-import { FulfillmentDb } from './support/fulfillment-db';
-import { testKafka, uniqueTopic } from './support/kafka';
+import { inboxConsumersOfTheirOwn } from './support/inbox-consumers-of-their-own';
 import { searchSettings, searchTimeout } from './support/search';
-import { testEnv } from './support/test-env';
 
 /**
  * kafkajs restarts a consumer after a retriable crash only. After any other — a TypeError in the
@@ -21,44 +15,14 @@ import { testEnv } from './support/test-env';
  * must still be applied exactly once, and consuming go on after the crashes.
  */
 describe('a consumer that crashes starts again', () => {
-  const kafka: Kafka = testKafka('crash-e2e');
-  const dataSource = new DataSource(postgresOptions({ url: testEnv.fulfillmentUrl, applicationName: 'e2e-crash', poolSize: 3 }));
-  const db = new FulfillmentDb();
-  let producer: Producer;
-
-  beforeAll(async () => {
-    await dataSource.initialize();
-    producer = kafka.producer({ idempotent: true });
-    await producer.connect();
-  });
-  afterAll(async () => {
-    await producer?.disconnect();
-    await dataSource.destroy();
-    await db.close();
-  });
+  const suite = inboxConsumersOfTheirOwn('crash');
+  const { db } = suite;
 
   /** A consumer of a topic of its own, recording inbox rows only; its first `crashes` lag reports throw. */
   async function crashingConsumer(crashes: number) {
-    const name = `crash-e2e-${randomUUID().slice(0, 8)}`;
-    const topic = uniqueTopic('crash');
-    const admin = kafka.admin();
-    await admin.connect();
-    await admin.createTopics({ topics: [{ topic }, { topic: `${topic}.dlq` }], waitForLeaders: true });
-    await admin.disconnect();
+    const { topic, name } = await suite.topicAndName();
     const seen = { reported: new Map<string, ConsumerOutcome>(), lagReports: 0 };
-    const consumer = new InboxConsumer({
-      name,
-      kafka,
-      topics: [topic],
-      dataSource,
-      handler: async (_db, messages) => messages.map(() => 'applied' as const),
-      deadLetterTopic: `${topic}.dlq`,
-      maxAttempts: 3,
-      retryDelayMs: () => 50,
-      logger: pino({ level: 'silent' }),
-      sessionTimeoutMs: 6_000,
-      retentionSeconds: 30 * 24 * 3_600,
-      sweepIntervalSeconds: 0,
+    const consumer = suite.consumer(name, topic, {
       onOutcome: (outcome, message) => {
         if (!seen.reported.has(message.messageId!)) seen.reported.set(message.messageId!, outcome);
       },
@@ -85,7 +49,7 @@ describe('a consumer that crashes starts again', () => {
             await consumer.run();
             for (const [i, id] of ids.entries()) {
               // Each once the one before was reported: a batch each, so crashes land between messages.
-              await producer.send({
+              await suite.producer().send({
                 topic,
                 acks: -1,
                 messages: [{ key: id, value: '{}', headers: { [Headers.messageId]: id, [Headers.eventType]: 'Test' } }],
@@ -111,9 +75,7 @@ describe('a consumer that crashes starts again', () => {
             );
           } finally {
             await consumer.stop();
-            // Nothing of it stays for the suites after: `outbox:replay`'s guard reads every consumer's retention.
-            await db.pool.query('DELETE FROM inbox_consumers WHERE consumer = $1', [name]);
-            await db.pool.query('DELETE FROM inbox_messages WHERE consumer = $1', [name]);
+            await suite.forget(name);
           }
         }),
         searchSettings({ fast: 3, long: 20 }),

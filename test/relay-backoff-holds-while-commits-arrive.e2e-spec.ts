@@ -38,13 +38,7 @@ describe('a broker outage while commands keep committing', () => {
     await broker.destroy();
   });
 
-  async function unpublished(tenantId: string): Promise<number> {
-    const [{ n }] = await outbox.dataSource.query(
-      'SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL',
-      [tenantId],
-    );
-    return n;
-  }
+  const unpublished = (tenantId: string) => outbox.unpublished(tenantId);
 
   it('keeps its backoff (a NOTIFY per commit does not cut it short), keeps every row, and drains when the broker returns', async () => {
     const tenantId = `t-${randomUUID().slice(0, 12)}`;

@@ -82,21 +82,13 @@ describe('several relay instances', () => {
     const read = new TopicReader(kafka, tenantId);
     await read.start();
     try {
-      const unpublished = async () =>
-        Number(
-          (
-            await outbox.dataSource.query('SELECT count(*) AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL', [
-              tenantId,
-            ])
-          )[0].n,
-        );
       // Each victim gets a backlog of 15 events per key (1,500 rows, one commit) and is killed while it drains it.
       let killedWithRowsWaiting = 0;
       for (let round = 0; round < 4; round++) {
         const victim = await relay();
         await writeEvents(tenantId, 15 * (round + 1), { from: 15 * round + 1, rows: 1_500 });
         await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 60)));
-        const waiting = await unpublished();
+        const waiting = await outbox.unpublished(tenantId);
         await victim.stop('SIGKILL');
         if (waiting > 0) killedWithRowsWaiting++;
         relays.splice(relays.indexOf(victim), 1);

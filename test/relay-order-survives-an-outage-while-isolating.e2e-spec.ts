@@ -55,9 +55,6 @@ describe('an outage while the relay isolates a refused row', () => {
     tenantPrefix: TENANT,
     env: {
       RELAY_BATCH_SIZE: String(BATCH),
-      RELAY_POLL_INTERVAL_MS: '100',
-      RELAY_BACKOFF_MIN_MS: '100',
-      RELAY_BACKOFF_MAX_MS: '500',
     },
   });
 

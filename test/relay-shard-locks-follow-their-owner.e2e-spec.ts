@@ -145,10 +145,7 @@ describe('relay shard locks never outlive the ownership of the instance that too
         let view: LockView = { holders: [], announced: [] };
         let unpublished = -1;
         while (Date.now() < deadline) {
-          [{ n: unpublished }] = await outbox.dataSource.query(
-            'SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL',
-            [tenantId],
-          );
+          unpublished = await outbox.unpublished(tenantId);
           view = await lockView(outbox.dataSource);
           // The three instances are all live again: a session killed by the last fault rejoins within a heartbeat or two.
           if (unpublished === 0 && consistent(view) && view.holders.length === 3) break;

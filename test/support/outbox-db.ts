@@ -19,6 +19,15 @@ export class OutboxDb {
     return this;
   }
 
+  /** How many of the tenant's rows are not published yet (parked ones included). */
+  async unpublished(tenantId: string): Promise<number> {
+    const [{ n }] = await this.dataSource.query(
+      'SELECT count(*)::int AS n FROM outbox_messages WHERE tenant_id = $1 AND published_at IS NULL',
+      [tenantId],
+    );
+    return n;
+  }
+
   /** Adds one probe event per `[key, n]` in the caller's transaction; returns the message ids. */
   static async add(manager: EntityManager, tenantId: string, events: [key: string, n: number][], payload: object = {}): Promise<string[]> {
     const ids: string[] = [];

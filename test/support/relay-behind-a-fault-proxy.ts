@@ -7,6 +7,8 @@ import { privateDatabases } from './private-stack';
 import { TestBroker } from './test-broker';
 import { ReadMessage, TopicReader } from './topic-reader';
 
+const FAST_RELAY = { RELAY_POLL_INTERVAL_MS: '100', RELAY_BACKOFF_MIN_MS: '100', RELAY_BACKOFF_MAX_MS: '500' };
+
 /** What a suite's fixture holds once `beforeAll` ran. */
 export interface RelayBehindAProxy {
   proxy: KafkaFaultProxy;
@@ -20,7 +22,8 @@ export interface RelayBehindAProxy {
  * One relay on an orders database of its own, publishing to a broker of its own on `brokerPort` that
  * advertises a KafkaFaultProxy's port, so every connection of the relay passes through the proxy (and a
  * test chooses which requests fail or stall). Reads back what the relay publishes for tenants whose id
- * starts with `tenantPrefix`. Registers its own beforeAll/afterAll; `env` goes to the relay.
+ * starts with `tenantPrefix`. Registers its own beforeAll/afterAll; `env` goes to the relay, over
+ * FAST_RELAY (a relay that polls and backs off in fractions of a second, so that a run takes seconds).
  */
 export function relayBehindAFaultProxy(
   name: string,
@@ -36,7 +39,7 @@ export function relayBehindAFaultProxy(
     await broker.start();
     const { ordersUrl } = await privateDatabases(name);
     parts.outbox = await new OutboxDb(ordersUrl).init();
-    parts.relay = await startApp('outbox-relay', { ORDERS_DATABASE_URL: ordersUrl, KAFKA_BROKERS: broker.brokers, ...env });
+    parts.relay = await startApp('outbox-relay', { ORDERS_DATABASE_URL: ordersUrl, KAFKA_BROKERS: broker.brokers, ...FAST_RELAY, ...env });
     parts.read = new TopicReader(createKafka({ brokers: [broker.brokers], clientId: `${name}-e2e` }), (tenantId) =>
       tenantId.startsWith(tenantPrefix),
     );
