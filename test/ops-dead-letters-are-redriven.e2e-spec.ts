@@ -27,6 +27,18 @@ function orderPlaced(orderId = randomUUID()) {
   return { messageId: randomUUID(), orderId, payload };
 }
 
+/** The headers the relay gives an OrderPlaced. */
+function relayHeaders(event: ReturnType<typeof orderPlaced>): Record<string, string> {
+  return {
+    [Headers.messageId]: event.messageId,
+    [Headers.eventType]: OrderEventTypes.placed,
+    [Headers.eventVersion]: '1',
+    [Headers.tenantId]: tenantId,
+    [Headers.aggregateId]: event.orderId,
+    [Headers.occurredAt]: new Date().toISOString(),
+  };
+}
+
 /** Produces as the relay does: key = order id, the relay's headers (unless `headers` replaces them). */
 async function produce(producer: Producer, event: ReturnType<typeof orderPlaced>, headers?: Record<string, string>) {
   const [meta] = await producer.send({
@@ -36,14 +48,7 @@ async function produce(producer: Producer, event: ReturnType<typeof orderPlaced>
       {
         key: event.orderId,
         value: JSON.stringify(event.payload),
-        headers: headers ?? {
-          [Headers.messageId]: event.messageId,
-          [Headers.eventType]: OrderEventTypes.placed,
-          [Headers.eventVersion]: '1',
-          [Headers.tenantId]: tenantId,
-          [Headers.aggregateId]: event.orderId,
-          [Headers.occurredAt]: new Date().toISOString(),
-        },
+        headers: headers ?? relayHeaders(event),
       },
     ],
   });
@@ -348,18 +353,10 @@ describe('dead letters are listed and re-driven to the consumer that gave up on 
   it('re-drives run at once publish a dead letter once; the others say another run re-drove it', async () => {
     const racing = orderPlaced();
     mine.add(racing.messageId);
-    const headers = {
-      [Headers.messageId]: racing.messageId,
-      [Headers.eventType]: OrderEventTypes.placed,
-      [Headers.eventVersion]: '1',
-      [Headers.tenantId]: tenantId,
-      [Headers.aggregateId]: racing.orderId,
-      [Headers.occurredAt]: new Date().toISOString(),
-    };
     await db.pool.query(
       `INSERT INTO dead_letters (consumer, message_id, topic, kafka_partition, kafka_offset, message_key, event_type, headers, payload, error, attempts)
        VALUES ('notifier', $1, $2, 0, 0, $3, 'OrderPlaced', $4, $5, 'webhook answered 400; not retried', 1)`,
-      [racing.messageId, Topics.orderEvents, racing.orderId, headers, JSON.stringify(racing.payload)],
+      [racing.messageId, Topics.orderEvents, racing.orderId, relayHeaders(racing), JSON.stringify(racing.payload)],
     );
     const topic = new TopicReader(kafka, tenantId);
     await topic.start();
