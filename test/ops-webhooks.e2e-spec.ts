@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Pool } from 'pg';
+import { Client, Pool } from 'pg';
+import { eventually } from './support/eventually';
 import { json, ops, OpsRun } from './support/ops-cli';
 import { PrivateDatabases, privateDatabases } from './support/private-stack';
 
@@ -300,6 +301,50 @@ describe('ops webhooks:list, webhooks:retry and webhooks:dead-letter', () => {
     const again = await webhooks(['webhooks:dead-letter', a, '--reason', 'twice']);
     expect(refusal(again).stderr).toEqual([expect.stringMatching(new RegExp(`${a}: already dead since `))]);
   });
+
+  /**
+   * A dispatcher may lease a delivery while a command is about to change it. The command locks what it
+   * names before it looks: it then waits for the dispatcher's lease to commit, sees the delivery in
+   * flight and refuses, instead of deciding on the row as it was and overwriting a POST under way.
+   */
+  it('waits for a dispatcher leasing a named delivery at that moment, then refuses it as in flight', async () => {
+    const pending = await seed({ tenant: tenant(), state: 'pending', dueInSeconds: -1 });
+    const dispatcher = new Client({ connectionString: dbs.notifierUrl });
+    await dispatcher.connect();
+    try {
+      await dispatcher.query('BEGIN');
+      await dispatcher.query(
+        `UPDATE webhook_deliveries SET lease_id = gen_random_uuid(), leased_until = now() + interval '1 minute' WHERE message_id = $1`,
+        [pending],
+      );
+      const commands = Promise.all([
+        webhooks(['webhooks:dead-letter', pending, '--reason', 'endpoint retired']),
+        webhooks(['webhooks:retry', pending]),
+      ]);
+      await eventually(
+        async () =>
+          (
+            await notifier.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'ops' AND wait_event_type = 'Lock'`,
+            )
+          ).rows[0].n,
+        (waiting) => waiting === 2,
+        { timeoutMs: 60_000, what: 'both commands waiting on the delivery' },
+      );
+      await dispatcher.query('COMMIT');
+      const [deadLetter, retry] = await commands;
+      expect(refusal(deadLetter).stderr).toEqual([expect.stringMatching(new RegExp(`${pending}: in flight`))]);
+      expect(refusal(retry).stderr).toEqual([expect.stringMatching(new RegExp(`${pending}: in flight`))]);
+      const [row] = await rows([pending]);
+      expect({ state: row.state, leased: row.lease_id !== null, lastError: row.last_error }).toEqual({
+        state: 'pending',
+        leased: true,
+        lastError: null,
+      });
+    } finally {
+      await dispatcher.end();
+    }
+  }, 120_000);
 
   it.each([
     ['an unknown state', ['webhooks:list', '--state', 'failed'], /--state must be one of pending, delivered, dead/],
