@@ -1,5 +1,5 @@
 import { DatabaseError } from 'pg';
-import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
+import { QueryFailedError, QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
 import { failureKind, fromHandler } from './failure-kind';
 import { MalformedMessage } from './inbox-message';
 
@@ -33,7 +33,13 @@ describe('what a consumer does about a failure', () => {
   });
 
   it("what a handler's statements on its manager throw keeps its kind", () => {
-    for (const error of [sqlError('57P01'), new QueryRunnerAlreadyReleasedError(), sqlError('57014'), new MalformedMessage('x')]) {
+    for (const error of [
+      sqlError('57P01'),
+      new QueryRunnerAlreadyReleasedError(),
+      new QueryRunnerProviderAlreadyReleasedError(),
+      sqlError('57014'),
+      new MalformedMessage('x'),
+    ]) {
       expect(fromHandler(error)).toBe(error);
     }
   });

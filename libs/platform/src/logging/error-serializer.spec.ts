@@ -33,6 +33,18 @@ describe('serializeError (the err field of every log line)', () => {
     expect(JSON.stringify(logged)).not.toMatch(/ref-secret|acme/);
   });
 
+  it("drops PostgreSQL's statement context and internal query too, which quote values", () => {
+    const inFunction = Object.assign(uniqueViolation(), {
+      where: "PL/pgSQL function e(text) line 3 at SQL statement, with tenant_id = 'acme'",
+      internalQuery: "INSERT INTO orders VALUES ('acme', 'ref-secret')",
+    });
+    const logged = serializeError(inFunction) as Record<string, unknown>;
+    expect(logged).toMatchObject({ code: '23505', constraint: 'orders_customer_ref' });
+    expect(logged).not.toHaveProperty('where');
+    expect(logged).not.toHaveProperty('internalQuery');
+    expect(JSON.stringify(logged)).not.toMatch(/ref-secret|acme/);
+  });
+
   it('scrubs causes and aggregated errors too, and leaves ordinary errors as pino logs them', () => {
     const wrapped = new Error('command failed', { cause: uniqueViolation() });
     expect(JSON.stringify(serializeError(wrapped))).not.toMatch(/ref-secret/);

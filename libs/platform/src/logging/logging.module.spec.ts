@@ -94,7 +94,9 @@ describe('request logging', () => {
       res.status(201).end();
     });
     try {
-      await fetch(server.url, { method: 'POST', headers, body: '{}' });
+      // Every header that carries a credential: the API's own, a proxy's, another client's habit, a cookie.
+      const credentials = { 'proxy-authorization': 'Basic secret-proxy', 'x-api-key': 'secret-api-key', cookie: 'session=secret-cookie' };
+      await fetch(server.url, { method: 'POST', headers: { ...headers, ...credentials }, body: '{}' });
       await server.settle();
       expect(server.lines).toHaveLength(2);
       expect(server.lines[0]).toMatchObject({ msg: 'during the request', requestId: 'req-1', app: 'test-app' });
@@ -106,11 +108,21 @@ describe('request logging', () => {
         app: 'test-app',
         tenant: 'acme',
         outcome: 'created',
-        req: { method: 'POST', url: '/v1/orders', headers: { authorization: '[Redacted]', 'x-request-id': 'req-1' } },
+        req: {
+          method: 'POST',
+          url: '/v1/orders',
+          headers: {
+            authorization: '[Redacted]',
+            'proxy-authorization': '[Redacted]',
+            'x-api-key': '[Redacted]',
+            cookie: '[Redacted]',
+            'x-request-id': 'req-1',
+          },
+        },
         res: { statusCode: 201, headers: { 'x-request-id': 'req-1' } },
         responseTime: expect.any(Number),
       });
-      expect(JSON.stringify(server.lines)).not.toContain('secret-key');
+      expect(JSON.stringify(server.lines)).not.toMatch(/secret-(key|proxy|api-key|cookie)/);
     } finally {
       await server.close();
     }
