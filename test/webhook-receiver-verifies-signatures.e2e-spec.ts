@@ -80,6 +80,17 @@ describe('the webhook receiver verifies signatures', () => {
     expect(await db.rowsForOrder(delivery.orderId)).toHaveLength(1);
   });
 
+  // The webhook-id is the event's identity: a second body under it, however validly signed, is not a
+  // correction to apply but the same event again (Standard Webhooks). The first one stands.
+  it('acknowledges another body under a webhook-id it already stored as that delivery again, and keeps the first', async () => {
+    const delivery = orderPlacedDelivery();
+    expect((await post(signedHeaders(delivery, [current]), delivery.body)).status).toBe(204);
+    const changed = JSON.stringify({ ...JSON.parse(delivery.body), data: { ...JSON.parse(delivery.body).data, quantity: 99 } });
+    const again = await post(signedHeaders({ ...delivery, body: changed }, [current]), changed);
+    expect({ status: again.status, replayed: again.headers['idempotent-replayed'] }).toEqual({ status: 204, replayed: 'true' });
+    expect((await db.rowsForOrder(delivery.orderId)).map((row) => row.payload)).toEqual([JSON.parse(delivery.body)]);
+  });
+
   it('stores one row when the same delivery arrives many times at once', async () => {
     const delivery = orderPlacedDelivery();
     const results = await Promise.all(Array.from({ length: 8 }, () => post(signedHeaders(delivery, [current]), delivery.body)));
