@@ -16,7 +16,7 @@ const EXIT_WITHIN_MS = DEADLINE_SECONDS * 1000 + 8_000;
  * arrives), so the relay's last statements — finishing its batch, giving its shards back — never get
  * an answer. SHUTDOWN_TIMEOUT_SECONDS bounds that: past it the process logs why and exits 1, as an
  * orchestrator's SIGKILL would end it anyway, only without a word. The partition starts at a random
- * moment before the SIGTERM.
+ * moment before the SIGTERM (or Ctrl-C's SIGINT).
  */
 describe('a shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_SECONDS', () => {
   const db = new OrdersDb();
@@ -49,21 +49,26 @@ describe('a shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_SECONDS', () =>
 
   it('the relay exits 1 with a reason when its database stops answering before or while it stops', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 1_500 }), async (signalAfterMs) => {
-        const proxy = await proxyToPostgres();
-        const relay = await startRelay(proxy);
-        try {
-          proxy.freeze();
-          await new Promise((resolve) => setTimeout(resolve, signalAfterMs));
-          const { outcome } = await stopWithin(relay, EXIT_WITHIN_MS);
-          expect({ signalAfterMs, outcome }).toEqual({ signalAfterMs, outcome: { code: 1, signal: null } });
-          expect(relay.output()).toMatch(new RegExp(`shutdown did not finish within ${DEADLINE_SECONDS} s`));
-        } finally {
-          await relay.stop('SIGKILL');
-          await proxy.cut();
-        }
-      }),
-      searchSettings({ fast: 3, long: 20 }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 1_500 }),
+        fc.constantFrom('SIGTERM' as const, 'SIGINT' as const),
+        async (signalAfterMs, signal) => {
+          const proxy = await proxyToPostgres();
+          const relay = await startRelay(proxy);
+          try {
+            proxy.freeze();
+            await new Promise((resolve) => setTimeout(resolve, signalAfterMs));
+            const { outcome } = await stopWithin(relay, EXIT_WITHIN_MS, signal);
+            expect({ signalAfterMs, signal, outcome }).toEqual({ signalAfterMs, signal, outcome: { code: 1, signal: null } });
+            expect(relay.output()).toMatch(new RegExp(`shutdown did not finish within ${DEADLINE_SECONDS} s of ${signal}`));
+          } finally {
+            await relay.stop('SIGKILL');
+            await proxy.cut();
+          }
+        },
+      ),
+      // Ctrl-C's SIGINT once in every run, whatever the draws.
+      { ...searchSettings({ fast: 3, long: 20 }), examples: [[700, 'SIGINT']] },
     );
   });
 });

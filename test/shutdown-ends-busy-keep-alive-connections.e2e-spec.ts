@@ -68,7 +68,7 @@ function keepAliveClient(app: RunningApp, gapMs: number) {
  * until SHUTDOWN_TIMEOUT_SECONDS: a rolling deploy under load ended in exit 1, the requests then in
  * flight cut. From the SIGTERM on, each answer carries `Connection: close`, so each connection ends
  * after the answer in flight on it. Searched: how many clients, how long each request takes to
- * arrive, and when the SIGTERM comes.
+ * arrive, when the signal comes, and which (SIGTERM, or Ctrl-C's SIGINT).
  */
 describe('a graceful shutdown ends busy keep-alive connections', () => {
   it(
@@ -79,7 +79,8 @@ describe('a graceful shutdown ends busy keep-alive connections', () => {
           fc.integer({ min: 1, max: 4 }),
           fc.integer({ min: 5, max: 40 }),
           fc.integer({ min: 0, max: 500 }),
-          async (clients, gapMs, sigtermAfterMs) => {
+          fc.constantFrom('SIGTERM' as const, 'SIGINT' as const),
+          async (clients, gapMs, sigtermAfterMs, signal) => {
             const api = await startApp('command-api', { SHUTDOWN_TIMEOUT_SECONDS: String(DEADLINE_SECONDS) });
             const connections = Array.from({ length: clients }, () => keepAliveClient(api, gapMs));
             try {
@@ -89,7 +90,7 @@ describe('a graceful shutdown ends busy keep-alive connections', () => {
                 { what: 'every client answered once' },
               );
               await new Promise((resolve) => setTimeout(resolve, sigtermAfterMs));
-              expect(await stopWithin(api, EXIT_WITHIN_MS)).toEqual({ outcome: { code: null, signal: 'SIGTERM' }, deadline: false });
+              expect(await stopWithin(api, EXIT_WITHIN_MS, signal)).toEqual({ outcome: { code: null, signal }, deadline: false });
               for (const { answers } of connections) {
                 expect(answers.every((answer) => answer.status === 200)).toBe(true);
                 // The answer that says close is the connection's last.
@@ -102,7 +103,8 @@ describe('a graceful shutdown ends busy keep-alive connections', () => {
             }
           },
         ),
-        searchSettings({ fast: 3, long: 20 }),
+        // Ctrl-C's SIGINT once in every run, whatever the draws.
+        { ...searchSettings({ fast: 3, long: 20 }), examples: [[2, 20, 200, 'SIGINT']] },
       );
     },
     searchTimeout(120_000),

@@ -43,13 +43,18 @@ export interface StartOptions {
 }
 
 /**
- * Sends SIGTERM and waits at most `withinMs` for the process to end: how it ended ('still running' if it
- * had not), and whether it logged that its shutdown ran into SHUTDOWN_TIMEOUT_SECONDS.
+ * Sends `signal` (SIGTERM: an orchestrator's stop; SIGINT: Ctrl-C) and waits at most `withinMs` for the
+ * process to end: how it ended ('still running' if it had not), and whether it logged that its shutdown
+ * ran into SHUTDOWN_TIMEOUT_SECONDS.
  */
-export async function stopWithin(app: RunningApp, withinMs: number): Promise<{ outcome: Exit | 'still running'; deadline: boolean }> {
+export async function stopWithin(
+  app: RunningApp,
+  withinMs: number,
+  signal: 'SIGTERM' | 'SIGINT' = 'SIGTERM',
+): Promise<{ outcome: Exit | 'still running'; deadline: boolean }> {
   let timer: NodeJS.Timeout | undefined;
   const outcome = await Promise.race([
-    app.stop('SIGTERM'),
+    app.stop(signal),
     new Promise<'still running'>((resolve) => (timer = setTimeout(() => resolve('still running'), withinMs))),
   ]);
   clearTimeout(timer);
