@@ -3,7 +3,7 @@ import { Producer } from 'kafkajs';
 import { DeadLetterHeaders, Headers, OrderEventTypes, Topics } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
 import { FulfillmentDb } from './support/fulfillment-db';
-import { ensureServiceTopics, produceOrderEvent, skipConsumerBacklog, testKafka } from './support/kafka';
+import { ensureServiceTopics, produceOrderEvent, servicePartitionOf, skipConsumerBacklog, testKafka } from './support/kafka';
 import { TopicReader } from './support/topic-reader';
 import { POISON_ERROR, POISON_QUANTITY } from './support/fulfillment-consumer';
 
@@ -134,6 +134,8 @@ describe('the fulfillment consumer', () => {
       expect(poison.headers).toMatchObject({
         [DeadLetterHeaders.consumer]: 'fulfillment',
         [DeadLetterHeaders.originalTopic]: Topics.orderEvents,
+        // Where it came from: the partition its key hashes to (the offset is checked below).
+        [DeadLetterHeaders.originalPartition]: String(servicePartitionOf(orderId)),
         [DeadLetterHeaders.attempts]: '3',
       });
       expect(poison.headers[DeadLetterHeaders.error]).toMatch(POISON_ERROR);
