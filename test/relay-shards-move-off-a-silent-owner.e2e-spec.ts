@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
+import { Client } from 'pg';
 import { Headers } from '@app/contracts';
 import { RunningApp, startApp } from './support/apps';
 import { eventually } from './support/eventually';
@@ -155,4 +156,40 @@ describe('a relay that stops answering loses its shards to a live one', () => {
     },
     searchTimeout(180_000),
   );
+
+  /**
+   * The other side of ending sessions: a gone instance's row may name a pid PostgreSQL has since given
+   * to another session — a live relay's, or any other client's. Neither may be ended: only a pid no
+   * live instance names, and only while it holds shard locks.
+   */
+  it("never ends a live relay's session or one holding no shard lock, whatever pid a gone instance names", async () => {
+    await twoOwners();
+    const bystander = new Client({ connectionString: env.ORDERS_DATABASE_URL });
+    await bystander.connect();
+    bystander.on('error', () => undefined);
+    try {
+      await bystander.query('SELECT pg_advisory_lock(42)'); // a lock of its own, not a relay's shard
+      const [{ pid: bystanderPid }] = (await bystander.query('SELECT pg_backend_pid() AS pid')).rows;
+      const live: { backend_pid: number }[] = await outbox.dataSource.query(
+        `SELECT backend_pid FROM outbox_relay_instances WHERE heartbeat_at > now() - interval '1 second' AND backend_pid IS NOT NULL`,
+      );
+      expect(live).toHaveLength(2);
+      const before = await holders();
+      const endedBefore = await Promise.all(relays.map(async (r) => sample((await scrape(r)).text, 'outbox_relay_sessions_ended_total')));
+      await outbox.dataSource.query(
+        `INSERT INTO outbox_relay_instances (instance_id, heartbeat_at, backend_pid)
+         VALUES ('e2e-gone-bystander', now() - interval '10 minutes', $1), ('e2e-gone-reused', now() - interval '10 minutes', $2)`,
+        [bystanderPid, live[0].backend_pid],
+      );
+      await pause(10 * HEARTBEAT_MS);
+
+      expect((await bystander.query('SELECT 1 AS alive')).rows).toEqual([{ alive: 1 }]);
+      expect(await holders()).toEqual(before);
+      const endedAfter = await Promise.all(relays.map(async (r) => sample((await scrape(r)).text, 'outbox_relay_sessions_ended_total')));
+      expect(endedAfter).toEqual(endedBefore);
+    } finally {
+      await outbox.dataSource.query(`DELETE FROM outbox_relay_instances WHERE instance_id LIKE 'e2e-gone-%'`);
+      await bystander.end().catch(() => undefined);
+    }
+  });
 });
